@@ -1,0 +1,178 @@
+"""Command line: `specjax point | crossover | presets | seed`.
+
+Each command gathers options into a `Scenario`, calls one library function and prints a
+table, or one JSON object with `--json`. Bad input: one line on stderr, exit code 2.
+"""
+
+import dataclasses
+import json
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from . import __version__, api
+from . import hardware as _hw
+from . import models as _models
+from . import seed as _seed
+from .errors import SpecError
+from .scenario import Scenario
+
+# typer >= 0.2x vendors click; reach its exception classes through the public BadParameter.
+_ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Does speculative decoding pay for this target, drafter, hardware, batch and context?")
+
+Target = Annotated[str, typer.Option(help="Target model: preset slug or config.json path.")]
+Drafter = Annotated[str, typer.Option(help="model | eagle | mtp | ngram | ratio.")]
+Draft = Annotated[Optional[str], typer.Option(help="Draft model or EAGLE head: slug or config.json path.")]
+DraftCost = Annotated[Optional[float], typer.Option(help="Draft pass cost / target pass cost (drafter=ratio).")]
+Hw = Annotated[str, typer.Option("--hardware", help="Accelerator: preset slug or hardware TOML path.")]
+Tp = Annotated[int, typer.Option(help="Tensor-parallel degree (GPUs per replica).")]
+K = Annotated[int, typer.Option("--k", help="Draft length: tokens proposed per step.")]
+Alpha = Annotated[Optional[float], typer.Option(help="Per-token acceptance rate in [0, 1].")]
+Tau = Annotated[Optional[float], typer.Option(help="Mean accepted length per step incl. bonus token, in [1, k+1].")]
+Context = Annotated[float, typer.Option(help="Tokens in each sequence's KV cache.")]
+WDtype = Annotated[Optional[str], typer.Option(help="Weight dtype for all weights (default: from config).")]
+EDtype = Annotated[Optional[str], typer.Option(help="Weight dtype for routed experts only.")]
+KvDtype = Annotated[Optional[str], typer.Option(help="KV-cache dtype (default: weight dtype).")]
+CDtype = Annotated[str, typer.Option(help="Compute dtype whose peak FLOP/s applies.")]
+Roof = Annotated[str, typer.Option(help="operator (per-operator roofline) | pass (one roofline per pass).")]
+MemFrac = Annotated[float, typer.Option(help="Usable fraction of HBM.")]
+Json = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+
+
+def _version(value: bool):
+    if value:
+        print(f"specjax {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version.")] = False):
+    """specjax: a roofline model of speculative decoding."""
+
+
+def _scenario(**kw):
+    kw["draft_cost"] = kw.pop("draft_cost", None)
+    return Scenario(**kw)
+
+
+def _print_json(obj):
+    print(json.dumps(obj, allow_nan=False))
+
+
+def _table(rows):
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        if isinstance(v, float):
+            v = f"{v:.6g}"
+        print(f"{k:<{width}}  {v}")
+
+
+@app.command()
+def point(target: Target, hardware: Hw, batch: Annotated[float, typer.Option(help="Decode batch (sequences).")],
+          drafter: Drafter = "ratio", draft: Draft = None, draft_cost: DraftCost = None, tp: Tp = 1, k: K = 2,
+          alpha: Alpha = None, accepted_length: Tau = None, context: Context = 2048.0, weight_dtype: WDtype = None,
+          expert_dtype: EDtype = None, kv_dtype: KvDtype = None, compute_dtype: CDtype = "bf16",
+          roofline: Roof = "operator", memory_fraction: MemFrac = 0.9, as_json: Json = False):
+    """Speedup, step times, throughputs and memory at one operating point."""
+    sc = _scenario(**{k_: v for k_, v in locals().items() if k_ != "as_json"})
+    r = api.point(sc)
+    if as_json:
+        _print_json(r)
+    else:
+        _table(list(r.items()))
+
+
+@app.command()
+def crossover(target: Target, hardware: Hw, drafter: Drafter = "ratio", draft: Draft = None,
+              draft_cost: DraftCost = None, tp: Tp = 1, k: K = 2, alpha: Alpha = None,
+              accepted_length: Tau = None, context: Context = 2048.0, weight_dtype: WDtype = None,
+              expert_dtype: EDtype = None, kv_dtype: KvDtype = None, compute_dtype: CDtype = "bf16",
+              roofline: Roof = "operator", memory_fraction: MemFrac = 0.9,
+              batch_max: Annotated[float, typer.Option(help="Largest batch searched.", min=2)] = 65536.0,
+              as_json: Json = False):
+    """Smallest batch at which speculation stops paying (S(B) < 1)."""
+    sc = _scenario(**{k_: v for k_, v in locals().items() if k_ not in ("as_json", "batch_max")})
+    c = api.crossover(sc, batch_max)
+    if as_json:
+        _print_json(c)
+    else:
+        _table(list(c.items()))
+
+
+@app.command()
+def presets(as_json: Json = False):
+    """List model and hardware presets with their key numbers."""
+    rows = {"models": [], "hardware": []}
+    for slug in _models.preset_slugs():
+        a = _models.load_architecture(slug)
+        m = _models.target(a)
+        rows["models"].append(dict(slug=slug, total_params_b=round(float(m.total_params) / 1e9, 3),
+                                   active_params_b=round(float(m.active_params) / 1e9, 3),
+                                   layers=a.n_layers, experts=a.n_experts, top_k=a.top_k,
+                                   weight_dtype=a.weight_dtype, expert_dtype=a.expert_dtype,
+                                   kind="eagle-head" if a.eagle_version else ("moe" if a.n_moe_layers else "dense")))
+    for slug in _hw.preset_slugs():
+        h = _hw.load(slug)
+        rows["hardware"].append(dict(slug=slug, name=h.name, bf16_tflops=h.flops_per_s.get("bf16", 0) / 1e12,
+                                     hbm_tb_s=h.hbm_bytes_per_s / 1e12, hbm_gb=h.hbm_bytes / 1e9,
+                                     dtypes=",".join(h.flops_per_s)))
+    if as_json:
+        _print_json(rows)
+        return
+    print(f"{'model':<22} {'kind':<10} {'total B':>9} {'active B':>9} {'layers':>6} {'E':>4} {'r':>3}  weights")
+    for r in rows["models"]:
+        print(f"{r['slug']:<22} {r['kind']:<10} {r['total_params_b']:>9.3f} {r['active_params_b']:>9.3f} "
+              f"{r['layers']:>6} {r['experts']:>4} {r['top_k']:>3}  {r['weight_dtype']}/{r['expert_dtype']}")
+    print(f"\n{'hardware':<14} {'bf16 TFLOP/s':>12} {'TB/s':>6} {'HBM GB':>7}  dtypes")
+    for r in rows["hardware"]:
+        print(f"{r['slug']:<14} {r['bf16_tflops']:>12.1f} {r['hbm_tb_s']:>6.3f} {r['hbm_gb']:>7.0f}  {r['dtypes']}")
+
+
+@app.command()
+def seed(as_json: Json = False):
+    """The headline scenario: Llama-3-70B vs gpt-oss-120b on an H200, speedup vs batch and crossovers."""
+    out = {}
+    for slug, sc in _seed.scenarios().items():
+        curve = [dict(batch=b, **{k_: v for k_, v in api.point(dataclasses.replace(sc, batch=float(b))).items()
+                                  if k_ in ("speedup", "status")}) for b in _seed.BATCHES]
+        out[slug] = dict(crossover=api.crossover(sc), curve=curve, published=_seed.PUBLISHED[slug])
+    if as_json:
+        _print_json(out)
+        return
+    print("Headline scenario: H200 (989.5 TFLOP/s bf16, 4.8 TB/s), whole-pass roofline, fp8 KV, context 2048,")
+    print("drafter cost ratio c = 0.145, k = 2, alpha = 0.814.\n")
+    print(f"{'batch':>6}  " + "  ".join(f"{s:>14}" for s in out))
+    for i, b in enumerate(_seed.BATCHES):
+        cells = []
+        for s in out:
+            p = out[s]["curve"][i]
+            cells.append(f"{p['speedup']:>13.3f}{'*' if p['status'] != 'ok' else ' '}")
+        print(f"{b:>6}  " + "  ".join(cells))
+    print("(* = does not fit in 0.9 x 141 GB with this batch; the article ignored capacity)\n")
+    for s, o in out.items():
+        c = o["crossover"]
+        print(f"{s}: crossover at batch {c['crossover_batch']:.1f} ({c['status']}); published "
+              f"{o['published']['crossover']}; max batch in memory {c['max_batch_sd']}")
+
+
+def main(argv=None):
+    """Console entry point: runs the app, turning bad input into one line on stderr and exit 2."""
+    try:
+        code = app(args=argv, standalone_mode=False, prog_name="specjax")
+    except SpecError as e:
+        print(f"specjax: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except _ClickException as e:
+        if type(e).__name__ == "NoArgsIsHelpError":
+            print(e.format_message())
+            sys.exit(0)
+        print(f"specjax: error: {' '.join(e.format_message().split())}", file=sys.stderr)
+        sys.exit(2)
+    except typer.Abort:
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

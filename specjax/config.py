@@ -1,0 +1,237 @@
+"""Read a Hugging Face `config.json` into an `Architecture`: the shapes the cost model needs.
+
+Handles dense/GQA (Llama, Qwen), MoE with shared experts and leading dense layers
+(Mixtral, DeepSeek, Qwen-MoE, GLM-MoE, Llama-4, gpt-oss), sliding-window and chunked
+layer types, MLA (DeepSeek), EAGLE-1/EAGLE-3 heads, MTP layers and T5 decoders.
+Parameters are weight matrices only (MODEL.md section 5): biases, norms and sinks are ignored.
+"""
+
+import dataclasses
+import json
+import math
+import pathlib
+
+from .errors import SpecError, field_error
+
+
+@dataclasses.dataclass(frozen=True)
+class Architecture:
+    """Shapes of one model, in plain Python numbers (parameters are counts of weights)."""
+
+    name: str
+    d_model: int
+    n_layers: int
+    vocab: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    p_attn_layer: float          # attention projection params of one layer
+    attn_flops_per_ctx: float    # FLOPs per query token per cached token per layer
+    kv_elems_per_tok: float      # K+V elements stored per token per layer
+    n_full_layers: int
+    n_window_layers: int
+    window: float
+    n_dense_ffn_layers: int
+    dense_ffn_width: int
+    n_moe_layers: int
+    n_experts: int
+    top_k: int
+    expert_width: int
+    shared_width: int            # summed width of shared experts in each MoE layer
+    tied: bool
+    p_extra_read: float = 0.0    # e.g. EAGLE fc, MTP eh_proj
+    p_stored_only: float = 0.0   # e.g. T5 encoder, cross-attention K/V projections
+    gated_ffn: bool = True
+    weight_dtype: str = "bf16"
+    expert_dtype: str = "bf16"
+    head_dtype: str = "bf16"
+    mtp_layers: int = 0
+    eagle_version: int = 0
+    draft_vocab: int = 0
+    attn_input_mult: int = 1     # EAGLE-3 attention reads 2*d wide inputs
+    source: str = ""
+
+    def ffn_params(self, width):
+        """Params of one FFN of the given width (3*d*width gated, 2*d*width plain)."""
+        return (3 if self.gated_ffn else 2) * self.d_model * width
+
+    @property
+    def p_expert(self):
+        return self.ffn_params(self.expert_width)
+
+    @property
+    def p_head(self):
+        return (self.draft_vocab or self.vocab) * self.d_model
+
+    @property
+    def p_dense(self):
+        """Params read every pass at the dense dtype (all but LM head and routed experts)."""
+        router = self.d_model * self.n_experts if self.n_experts else 0
+        return (self.n_layers * self.p_attn_layer
+                + self.n_dense_ffn_layers * self.ffn_params(self.dense_ffn_width)
+                + self.n_moe_layers * (self.ffn_params(self.shared_width) + router)
+                + self.p_extra_read)
+
+    @property
+    def p_embed(self):
+        return 0 if self.tied else self.vocab * self.d_model
+
+
+def _get(cfg, key, source, default=None, required=True, lo=1):
+    v = cfg.get(key, default)
+    if v is None:
+        if required:
+            raise SpecError(f"missing required key {key!r} in {source}")
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < lo:
+        raise field_error(key, v, f"a number >= {lo}", source)
+    return v
+
+
+def _layer_kinds(cfg, n, source):
+    """(n_full, n_window, window) from layer_types / sliding_window / attention_chunk_size."""
+    types = cfg.get("layer_types")
+    window = cfg.get("sliding_window") or cfg.get("attention_chunk_size")
+    if isinstance(types, list):
+        if len(types) != n:
+            raise field_error("layer_types", f"list of {len(types)}", f"one entry per layer ({n})", source)
+        windowed = sum(t in ("sliding_attention", "chunked_attention") for t in types)
+        if windowed and not window:
+            raise SpecError(f"layer_types has sliding layers but no sliding_window in {source}")
+        return n - windowed, windowed, float(window or 0)
+    if window and cfg.get("use_sliding_window", True) and cfg.get("model_type") in ("mistral",):
+        return 0, n, float(window)
+    return n, 0, 0.0
+
+
+def _moe_layer_count(cfg, n, n_experts):
+    if not n_experts:
+        return 0
+    only_dense = set(cfg.get("mlp_only_layers") or [])
+    first_dense = cfg.get("first_k_dense_replace") or 0
+    freq = cfg.get("moe_layer_freq") or 1
+    sparse_step = cfg.get("decoder_sparse_step") or 1
+    interleave = cfg.get("interleave_moe_layer_step") or 1
+    count = 0
+    for i in range(n):
+        if i in only_dense or i < first_dense or i % freq:
+            continue
+        if (i + 1) % sparse_step or (i + 1) % interleave:
+            continue
+        count += 1
+    return count
+
+
+def _dtypes(cfg):
+    torch_dtype = str(cfg.get("torch_dtype") or "bfloat16")
+    base = "fp16" if torch_dtype in ("float16", "fp16") else "bf16"
+    q = cfg.get("quantization_config") or {}
+    method = str(q.get("quant_method", "")).lower()
+    skip = " ".join(q.get("modules_to_not_convert") or [])
+    if method == "mxfp4":
+        return base, "mxfp4", base
+    if method == "fp8":
+        head = base if "lm_head" in skip else "fp8"
+        return "fp8", "fp8", head
+    return base, base, base
+
+
+def _t5(cfg, name, source):
+    d = _get(cfg, "d_model", source)
+    h = _get(cfg, "num_heads", source)
+    dkv = _get(cfg, "d_kv", source)
+    dff = _get(cfg, "d_ff", source)
+    n_dec = _get(cfg, "num_decoder_layers", source, default=cfg.get("num_layers"))
+    n_enc = _get(cfg, "num_layers", source)
+    gated = str(cfg.get("feed_forward_proj", "relu")).startswith("gated")
+    inner = h * dkv
+    ffn = (3 if gated else 2) * d * dff
+    # Decoder layer reads self-attention q,k,v,o and cross-attention q,o each step; the
+    # cross-attention K/V projections run once per sequence and the encoder only in prefill.
+    return Architecture(
+        name=name, d_model=d, n_layers=n_dec, vocab=_get(cfg, "vocab_size", source), n_heads=h,
+        n_kv_heads=h, head_dim=dkv, p_attn_layer=6 * d * inner, attn_flops_per_ctx=4 * inner,
+        kv_elems_per_tok=2 * 2 * inner,  # self + cross attention caches per decoder layer
+        n_full_layers=n_dec, n_window_layers=0, window=0.0, n_dense_ffn_layers=n_dec,
+        dense_ffn_width=dff, n_moe_layers=0, n_experts=0, top_k=0, expert_width=0, shared_width=0,
+        tied=bool(cfg.get("tie_word_embeddings", False)), gated_ffn=gated,
+        p_stored_only=n_dec * 2 * d * inner + n_enc * (4 * d * inner + ffn), source=source)
+
+
+def from_dict(cfg, name="model", source="config.json"):
+    """Build an `Architecture` from a parsed Hugging Face config dict."""
+    if not isinstance(cfg, dict):
+        raise SpecError(f"{source} must hold a JSON object, got {type(cfg).__name__}")
+    if cfg.get("model_type") == "t5" or cfg.get("is_encoder_decoder"):
+        return _t5(cfg, name, source)
+    d = _get(cfg, "hidden_size", source)
+    n = _get(cfg, "num_hidden_layers", source)
+    h = _get(cfg, "num_attention_heads", source)
+    h_kv = _get(cfg, "num_key_value_heads", source, default=h)
+    if h % h_kv:
+        raise field_error("num_key_value_heads", h_kv, f"a divisor of num_attention_heads={h}", source)
+    head_dim = _get(cfg, "head_dim", source, default=d // h if d % h == 0 else None)
+    vocab = _get(cfg, "vocab_size", source)
+    kv_lora = _get(cfg, "kv_lora_rank", source, required=False)
+    archs = " ".join(cfg.get("architectures") or [])
+    eagle = 3 if ("Eagle3" in archs or cfg.get("draft_vocab_size")) else (1 if "Eagle" in archs else 0)
+    in_mult = 2 if eagle == 3 else 1
+    if kv_lora:  # MLA, absorbed form
+        rope = _get(cfg, "qk_rope_head_dim", source)
+        nope = _get(cfg, "qk_nope_head_dim", source)
+        v_dim = _get(cfg, "v_head_dim", source)
+        q_lora = _get(cfg, "q_lora_rank", source, required=False)
+        q_proj = d * q_lora + q_lora * h * (nope + rope) if q_lora else d * h * (nope + rope)
+        p_attn = q_proj + d * (kv_lora + rope) + kv_lora * h * (nope + v_dim) + h * v_dim * d
+        attn_flops = 2 * h * ((kv_lora + rope) + kv_lora)
+        kv_elems = kv_lora + rope
+    else:
+        p_attn = in_mult * d * (h + 2 * h_kv) * head_dim + h * head_dim * d
+        attn_flops = 4 * h * head_dim
+        kv_elems = 2 * h_kv * head_dim
+    n_full, n_window, window = _layer_kinds(cfg, n, source)
+    n_experts = cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts") or 0
+    if n_experts and (isinstance(n_experts, bool) or not isinstance(n_experts, int) or n_experts < 1):
+        raise field_error("num_experts", n_experts, "an integer >= 1", source)
+    n_moe = _moe_layer_count(cfg, n, n_experts)
+    top_k = _get(cfg, "num_experts_per_tok", source) if n_moe else 0
+    if n_moe and top_k > n_experts:
+        raise field_error("num_experts_per_tok", top_k, f"<= number of experts ({n_experts})", source)
+    ffn = _get(cfg, "intermediate_size", source)
+    mt = cfg.get("model_type", "")
+    if mt == "llama4_text":
+        expert_w, dense_w, shared_w = ffn, _get(cfg, "intermediate_size_mlp", source), ffn
+    else:
+        expert_w = _get(cfg, "moe_intermediate_size", source, default=ffn) if n_moe else 0
+        dense_w = ffn
+        shared_w = (cfg.get("shared_expert_intermediate_size")
+                    or (cfg.get("n_shared_experts") or 0) * expert_w) if n_moe else 0
+    w_dt, e_dt, h_dt = _dtypes(cfg)
+    extra = 0
+    if eagle:
+        extra = (3 if eagle == 3 else 2) * d * d  # fc over concatenated hidden states
+    return Architecture(
+        name=name, d_model=d, n_layers=n, vocab=vocab, n_heads=h, n_kv_heads=h_kv, head_dim=head_dim,
+        p_attn_layer=p_attn, attn_flops_per_ctx=attn_flops, kv_elems_per_tok=kv_elems,
+        n_full_layers=n_full, n_window_layers=n_window, window=window,
+        n_dense_ffn_layers=n - n_moe, dense_ffn_width=dense_w, n_moe_layers=n_moe, n_experts=n_experts,
+        top_k=top_k, expert_width=expert_w, shared_width=shared_w,
+        tied=bool(cfg.get("tie_word_embeddings", False)), p_extra_read=extra,
+        weight_dtype=w_dt, expert_dtype=e_dt, head_dtype=h_dt,
+        mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0), eagle_version=eagle,
+        draft_vocab=int(cfg.get("draft_vocab_size") or 0), attn_input_mult=in_mult, source=source)
+
+
+def load_json(path):
+    """Read and parse a config.json, turning every failure into a one-line `SpecError`."""
+    path = pathlib.Path(path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"model config {str(path)!r} not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpecError(f"cannot read model config {str(path)!r}: {str(e).splitlines()[0]}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SpecError(f"malformed JSON in {str(path)!r}: {e.msg} at line {e.lineno} column {e.colno}") from None

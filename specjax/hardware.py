@@ -1,0 +1,144 @@
+"""Accelerators: the `Hardware` pytree the kernels read, and the TOML files that describe them.
+
+A hardware file (presets in `specjax/presets/hardware/*.toml`, or a user's own) has keys
+`name`, `hbm_bytes_per_s`, `hbm_bytes`, `link_bytes_per_s` (one direction, per GPU),
+`link_latency_s`, a table `[flops_per_s]` keyed by compute dtype, and optionally
+`flops_efficiency`, `hbm_efficiency` (achieved fraction of peak, (0, 1]) and
+`fixed_overhead_s` (per forward pass). `HardwareProfile.resolve(dtype)` picks the peak.
+"""
+
+import dataclasses
+import math
+import pathlib
+import tomllib
+
+import jax.numpy as jnp
+
+from ._pytree import pytree_dataclass
+from .dtypes import COMPUTE_DTYPES
+from .errors import SpecError, field_error, unknown_name
+
+PRESET_DIR = pathlib.Path(__file__).parent / "presets" / "hardware"
+
+
+@pytree_dataclass
+class Hardware:
+    """One accelerator as seen by the kernels (all leaves; SI units in the names).
+
+    Attributes:
+      flops_per_s: peak dense FLOP/s for the compute dtype, one GPU.
+      hbm_bytes_per_s: HBM bandwidth, bytes/s, one GPU.
+      hbm_bytes: HBM capacity, bytes, one GPU.
+      link_bytes_per_s: interconnect bandwidth, one direction, bytes/s, one GPU.
+      link_latency_s: latency added to each all-reduce, seconds.
+      flops_efficiency: achieved fraction of `flops_per_s` (eta_F).
+      hbm_efficiency: achieved fraction of `hbm_bytes_per_s` (eta_W).
+      fixed_overhead_s: per forward pass overhead (launches, scheduling), seconds.
+    """
+
+    flops_per_s: float
+    hbm_bytes_per_s: float
+    hbm_bytes: float
+    link_bytes_per_s: float
+    link_latency_s: float
+    flops_efficiency: float = 1.0
+    hbm_efficiency: float = 1.0
+    fixed_overhead_s: float = 0.0
+
+    @property
+    def critical_intensity(self):
+        """FLOP per byte above which a pass is compute-bound (achieved rates)."""
+        return (self.flops_per_s * self.flops_efficiency) / (self.hbm_bytes_per_s * self.hbm_efficiency)
+
+
+@dataclasses.dataclass(frozen=True)
+class HardwareProfile:
+    """A hardware file as read: a label, the peak per compute dtype, the rest as in `Hardware`."""
+
+    name: str
+    slug: str
+    flops_per_s: dict
+    hbm_bytes_per_s: float
+    hbm_bytes: float
+    link_bytes_per_s: float
+    link_latency_s: float
+    flops_efficiency: float = 1.0
+    hbm_efficiency: float = 1.0
+    fixed_overhead_s: float = 0.0
+    source: str = ""
+
+    def resolve(self, compute_dtype="bf16", dtype=jnp.float32):
+        """Return the kernel pytree for `compute_dtype`, or raise `SpecError` if no peak is known."""
+        if compute_dtype not in self.flops_per_s:
+            raise field_error("compute_dtype", compute_dtype,
+                              f"a dtype with a peak on {self.slug}: {', '.join(self.flops_per_s)}")
+        vals = dict(flops_per_s=self.flops_per_s[compute_dtype], hbm_bytes_per_s=self.hbm_bytes_per_s,
+                    hbm_bytes=self.hbm_bytes, link_bytes_per_s=self.link_bytes_per_s,
+                    link_latency_s=self.link_latency_s, flops_efficiency=self.flops_efficiency,
+                    hbm_efficiency=self.hbm_efficiency, fixed_overhead_s=self.fixed_overhead_s)
+        return Hardware(**{k: jnp.asarray(v, dtype) for k, v in vals.items()})
+
+
+_POSITIVE = ("hbm_bytes_per_s", "hbm_bytes", "link_bytes_per_s")
+_OPTIONAL = {"flops_efficiency": (1.0, "0 < x <= 1"), "hbm_efficiency": (1.0, "0 < x <= 1"),
+             "fixed_overhead_s": (0.0, "0 <= x < 1"), "link_latency_s": (5e-6, "0 <= x < 1")}
+_KNOWN = {"name", "source", "flops_per_s", *_POSITIVE, *_OPTIONAL}
+
+
+def _number(data, key, source, allowed, ok):
+    v = data[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not ok(v):
+        raise field_error(key, v, allowed, source)
+    return float(v)
+
+
+def profile_from_dict(data, slug, source):
+    """Validate a parsed hardware file and return a `HardwareProfile`."""
+    unknown = set(data) - _KNOWN
+    if unknown:
+        raise unknown_name("hardware key", sorted(unknown)[0], _KNOWN, source)
+    for key in ("name", "flops_per_s", *_POSITIVE):
+        if key not in data:
+            raise SpecError(f"missing required key {key!r} in {source}")
+    if not isinstance(data["name"], str):
+        raise field_error("name", data["name"], "a string", source)
+    flops = data["flops_per_s"]
+    if not isinstance(flops, dict) or not flops:
+        raise field_error("flops_per_s", flops, "a table such as [flops_per_s] bf16 = 989e12", source)
+    peaks = {}
+    for dt in flops:
+        if dt not in COMPUTE_DTYPES:
+            raise unknown_name("compute dtype in [flops_per_s]", dt, COMPUTE_DTYPES, source)
+        peaks[dt] = _number(flops, dt, source, "a finite number > 0 (FLOP/s)", lambda v: v > 0)
+        if peaks[dt] < 1e6:
+            raise field_error(f"flops_per_s.{dt}", flops[dt], "FLOP/s (>= 1e6; did you give TFLOP/s?)", source)
+    vals = {k: _number(data, k, source, "a finite number > 0", lambda v: v > 0) for k in _POSITIVE}
+    for k, (default, allowed) in _OPTIONAL.items():
+        lo_ok = (lambda v: 0 < v <= 1) if "efficiency" in k else (lambda v: 0 <= v < 1)
+        vals[k] = _number(data, k, source, allowed, lo_ok) if k in data else default
+    return HardwareProfile(name=data["name"], slug=slug, flops_per_s=peaks, source=str(data.get("source", "")),
+                           **vals)
+
+
+def preset_slugs():
+    """Slugs of the packaged hardware presets."""
+    return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
+
+
+def load(name_or_path):
+    """Load a hardware preset by slug, or a user's hardware TOML by path."""
+    path = pathlib.Path(str(name_or_path))
+    if not (path.suffix == ".toml" or path.exists()):
+        if str(name_or_path) not in preset_slugs():
+            raise unknown_name("hardware", name_or_path, preset_slugs())
+        path = PRESET_DIR / f"{name_or_path}.toml"
+        slug = str(name_or_path)
+    else:
+        slug = path.stem
+    try:
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise SpecError(f"hardware file {str(path)!r} not found") from None
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, OSError) as e:
+        raise SpecError(f"cannot read hardware file {str(path)!r}: {str(e).splitlines()[0]}") from None
+    return profile_from_dict(data, slug, str(path))

@@ -1,0 +1,160 @@
+"""The `Model` pytree the kernels read, and its builders: target, draft model, EAGLE/MTP head.
+
+A `Model` holds per-replica totals (the kernels divide by the tensor-parallel degree):
+parameters by dtype group, MoE shape, attention shape and KV-cache layout. Every leaf is
+continuous, so sweeps vmap over expert count, top-r, expert size or window, and autodiff
+gives sensitivities to each. `Model.zeros()` is the "no draft model" drafter (n-gram, ratio).
+"""
+
+import json
+import pathlib
+
+import jax.numpy as jnp
+
+from . import config as _config
+from ._pytree import pytree_dataclass
+from .dtypes import canonical, nbytes
+from .errors import unknown_name
+
+PRESET_DIR = pathlib.Path(__file__).parent / "presets" / "models"
+
+
+@pytree_dataclass
+class Model:
+    """Cost-relevant shape of one model replica (counts are weights; bytes per element per group).
+
+    Attributes:
+      d_model: hidden size (all-reduce payload per token is d_model * 2 bytes).
+      n_layers: decoder layers (two all-reduces each under tensor parallelism).
+      p_dense: params read every pass at `b_dense` (attention, dense FFN, shared experts, routers).
+      b_dense: bytes per dense param.
+      p_head: LM-head params, read every pass. b_head: bytes per head param.
+      head_resident: 1 if this replica stores the head, 0 if it reuses the target's (EAGLE-1, MTP).
+      p_stored: params stored but not read per pass (untied embedding, encoder, ...), at `b_head`.
+      n_moe_layers, n_experts, top_k: routed-expert layout (E experts, r routed per token).
+      p_expert: params of one routed expert. b_expert: bytes per expert param.
+      n_full_layers, n_window_layers, window: attention layers over the full context, and over
+        min(context, window) tokens.
+      attn_flops_per_ctx: FLOPs per query token per cached token per layer (4*h*d_h; MLA absorbed).
+      kv_elems_per_tok: K+V elements per token per layer. b_kv: bytes per KV element.
+    """
+
+    d_model: float
+    n_layers: float
+    p_dense: float
+    b_dense: float
+    p_head: float
+    b_head: float
+    head_resident: float
+    p_stored: float
+    n_moe_layers: float
+    n_experts: float
+    top_k: float
+    p_expert: float
+    b_expert: float
+    n_full_layers: float
+    n_window_layers: float
+    window: float
+    attn_flops_per_ctx: float
+    kv_elems_per_tok: float
+    b_kv: float
+
+    @classmethod
+    def zeros(cls, dtype=jnp.float32):
+        """A model with no cost and no memory (the drafter of n-gram and cost-ratio speculation)."""
+        return cls(**{k: jnp.asarray(0.0, dtype) for k in cls.field_names})
+
+    @property
+    def total_params(self):
+        """All stored weight params (experts, embedding and a resident head included)."""
+        return (self.p_dense + self.p_head * self.head_resident + self.p_stored
+                + self.n_moe_layers * self.n_experts * self.p_expert)
+
+    @property
+    def active_params(self):
+        """Params read for one token: dense + head + top-r experts per MoE layer (no embedding)."""
+        return self.p_dense + self.p_head + self.n_moe_layers * self.top_k * self.p_expert
+
+    @property
+    def weight_bytes(self):
+        """Bytes of weights this replica stores (all GPUs of the replica together)."""
+        return (self.p_dense * self.b_dense + (self.p_head * self.head_resident + self.p_stored) * self.b_head
+                + self.n_moe_layers * self.n_experts * self.p_expert * self.b_expert)
+
+
+def _dtypes(arch, weight_dtype, expert_dtype, kv_dtype):
+    w = canonical(weight_dtype, "weight_dtype") if weight_dtype else arch.weight_dtype
+    e = canonical(expert_dtype, "expert_dtype") if expert_dtype else (w if weight_dtype else arch.expert_dtype)
+    h = w if weight_dtype else arch.head_dtype
+    kv = canonical(kv_dtype, "kv_dtype") if kv_dtype else ("bf16" if arch.weight_dtype in ("fp8",) else
+                                                           arch.weight_dtype)
+    return nbytes(w), nbytes(e), nbytes(h), nbytes(kv)
+
+
+def _build(arch, *, p_dense, p_head, head_resident, p_stored, n_layers, n_full, n_window, n_moe,
+           weight_dtype, expert_dtype, kv_dtype, dtype):
+    b_w, b_e, b_h, b_kv = _dtypes(arch, weight_dtype, expert_dtype, kv_dtype)
+    vals = dict(
+        d_model=arch.d_model, n_layers=n_layers, p_dense=p_dense, b_dense=b_w, p_head=p_head, b_head=b_h,
+        head_resident=head_resident, p_stored=p_stored, n_moe_layers=n_moe,
+        n_experts=arch.n_experts if n_moe else 0, top_k=arch.top_k if n_moe else 0,
+        p_expert=arch.p_expert if n_moe else 0, b_expert=b_e, n_full_layers=n_full,
+        n_window_layers=n_window, window=arch.window, attn_flops_per_ctx=arch.attn_flops_per_ctx,
+        kv_elems_per_tok=arch.kv_elems_per_tok, b_kv=b_kv)
+    return Model(**{k: jnp.asarray(float(v), dtype) for k, v in vals.items()})
+
+
+def target(arch, *, weight_dtype=None, expert_dtype=None, kv_dtype=None, dtype=jnp.float32):
+    """A full model (target or separate draft model) from its `Architecture`."""
+    return _build(arch, p_dense=arch.p_dense, p_head=arch.p_head, head_resident=1.0,
+                  p_stored=arch.p_embed + arch.p_stored_only, n_layers=arch.n_layers,
+                  n_full=arch.n_full_layers, n_window=arch.n_window_layers, n_moe=arch.n_moe_layers,
+                  weight_dtype=weight_dtype, expert_dtype=expert_dtype, kv_dtype=kv_dtype, dtype=dtype)
+
+
+def eagle_head(head, target_arch, *, weight_dtype=None, kv_dtype=None, dtype=jnp.float32):
+    """An EAGLE head: fc + one decoder layer (+ own draft-vocab LM head for EAGLE-3).
+
+    EAGLE-1 heads reuse the target's LM head every draft pass (read, not stored);
+    EAGLE-3 heads (config has `draft_vocab_size`) read their own smaller head. Both share
+    the target's embedding.
+    """
+    own_head = head.eagle_version == 3
+    p_head = head.draft_vocab * head.d_model if own_head else target_arch.vocab * target_arch.d_model
+    return _build(head, p_dense=head.p_dense, p_head=p_head, head_resident=float(own_head), p_stored=0.0,
+                  n_layers=head.n_layers, n_full=head.n_layers, n_window=0, n_moe=head.n_moe_layers,
+                  weight_dtype=weight_dtype, expert_dtype=None, kv_dtype=kv_dtype, dtype=dtype)
+
+
+def mtp_head(arch, *, weight_dtype=None, expert_dtype=None, kv_dtype=None, dtype=jnp.float32):
+    """The target's own MTP layer (DeepSeek-V3, GLM-4.5): eh_proj + one decoder layer of the
+    target's last kind (MoE if the target has MoE layers) + the target's LM head (shared)."""
+    moe = 1 if arch.n_moe_layers else 0
+    router = arch.d_model * arch.n_experts if moe else 0
+    ffn = arch.ffn_params(arch.shared_width) + router if moe else arch.ffn_params(arch.dense_ffn_width)
+    p_dense = 2 * arch.d_model * arch.d_model + arch.p_attn_layer + ffn
+    return _build(arch, p_dense=p_dense, p_head=arch.p_head, head_resident=0.0, p_stored=0.0, n_layers=1,
+                  n_full=1, n_window=0, n_moe=moe, weight_dtype=weight_dtype, expert_dtype=expert_dtype,
+                  kv_dtype=kv_dtype, dtype=dtype)
+
+
+def preset_slugs():
+    """Slugs of the packaged model presets."""
+    return sorted(p.stem for p in PRESET_DIR.glob("*.json"))
+
+
+def load_architecture(name_or_path):
+    """Load a preset by slug, or a user's config.json by path, as an `Architecture`."""
+    s = str(name_or_path)
+    path = pathlib.Path(s)
+    if path.suffix == ".json" or path.exists():
+        return _config.from_dict(_config.load_json(path), name=path.stem, source=s)
+    if s not in preset_slugs():
+        raise unknown_name("model", s, preset_slugs())
+    cfg = json.loads((PRESET_DIR / f"{s}.json").read_text())
+    return _config.from_dict(cfg, name=s, source=f"preset {s}")
+
+
+def preset_info(slug):
+    """The provenance block (`_specjax`) stored in a preset's config.json."""
+    return json.loads((PRESET_DIR / f"{slug}.json").read_text()).get("_specjax", {})

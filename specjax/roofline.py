@@ -1,0 +1,119 @@
+"""Time of one forward pass of a model over n = B*q tokens, per GPU of a TP group (MODEL.md 1).
+
+Operator classes: dense weights, LM head, routed experts, attention over full-context layers,
+attention over sliding-window layers. Each has FLOPs and bytes; `mode="operator"` takes
+max(t_math, t_mem) per operator and sums, `mode="pass"` takes one roofline for the whole
+pass (the blog-post model). TP all-reduces and the fixed per-pass overhead are added, never
+overlapped. Pure functions of one operating point: vmap and jit them in callers.
+
+At a knee (t_math == t_mem) `jnp.maximum` splits the gradient 0.5/0.5 and the derivative
+jumps either side; sensitivities there are one-sided limits averaged.
+"""
+
+from typing import NamedTuple
+
+import jax.numpy as jnp
+
+ACT_BYTES = 2.0  # bytes per activation element in all-reduces (bf16)
+MODES = ("operator", "pass")
+
+
+class PassCost(NamedTuple):
+    """Cost of one forward pass on one GPU. Times in seconds, FLOPs and bytes per GPU."""
+
+    t_s: float          # total: roofline + communication + fixed overhead
+    t_math_s: float     # sum of FLOPs / achieved FLOP/s
+    t_mem_s: float      # sum of bytes / achieved bytes/s
+    t_comm_s: float
+    flops: float
+    bytes: float
+    compute_bound: float  # 1.0 where the roofline part is limited by FLOP/s
+
+
+def expected_experts(n_tokens, n_experts, top_k):
+    """Expected distinct experts touched by n tokens under uniform routing: E*(1-(1-r/E)^n).
+
+    MoESD (arXiv 2505.19645). Zero when there are no experts; `top_k == n_experts` gives E.
+    """
+    safe_e = jnp.where(n_experts > 0, n_experts, 1.0)
+    miss = jnp.clip(1.0 - top_k / safe_e, 0.0, 1.0)
+    # (1-p)^n with p == 1 must be 0 with finite gradient: use where on a safe base.
+    pos = miss > 0
+    touched = safe_e * (1.0 - jnp.where(pos, jnp.exp(n_tokens * jnp.log(jnp.where(pos, miss, 1.0))), 0.0))
+    return jnp.where(n_experts > 0, touched, 0.0)
+
+
+def effective_context(context, window, windowed):
+    """Tokens of KV a layer reads: min(L, window) on sliding-window layers, L elsewhere."""
+    return jnp.where(windowed, jnp.minimum(context, window), context)
+
+
+def operator_costs(model, batch, q, context, tp):
+    """FLOPs and bytes per GPU of each operator class, as two arrays of shape (5,).
+
+    Order: dense weights, LM head, routed experts, full attention, windowed attention.
+    """
+    n = batch * q
+    kv_tok = model.kv_elems_per_tok * model.b_kv
+    l_full = context
+    l_win = effective_context(context, model.window, True)
+    flops = jnp.stack([
+        2.0 * n * model.p_dense,
+        2.0 * n * model.p_head,
+        2.0 * n * model.n_moe_layers * model.top_k * model.p_expert,
+        model.n_full_layers * model.attn_flops_per_ctx * n * l_full,
+        model.n_window_layers * model.attn_flops_per_ctx * n * l_win,
+    ]) / tp
+    touched = expected_experts(n, model.n_experts, model.top_k)
+    nbytes = jnp.stack([
+        model.p_dense * model.b_dense,
+        model.p_head * model.b_head,
+        model.n_moe_layers * touched * model.p_expert * model.b_expert,
+        model.n_full_layers * (batch * kv_tok * l_full + n * kv_tok),
+        model.n_window_layers * (batch * kv_tok * l_win + n * kv_tok),
+    ]) / tp
+    return flops, nbytes
+
+
+def comm_time(model, hw, batch, q, tp):
+    """Two ring all-reduces per layer of n*d*2 bytes: 2(t-1)/t * bytes / link_bw + latency each."""
+    n = batch * q
+    payload = n * model.d_model * ACT_BYTES
+    one = 2.0 * (tp - 1.0) / tp * payload / hw.link_bytes_per_s + hw.link_latency_s
+    return jnp.where(tp > 1.0, 2.0 * model.n_layers * one, 0.0)
+
+
+def pass_cost(model, hw, batch, q, context, tp=1.0, mode="operator"):
+    """Roofline time of one forward pass of `model` over `batch` sequences x `q` tokens.
+
+    T_pass = sum_op max(F_op/(eta_F F), W_op/(eta_W W)) + T_comm + T_fixed  (mode="operator"),
+    or max(sum F/(eta_F F), sum W/(eta_W W)) + T_comm + T_fixed             (mode="pass").
+
+    Args:
+      model: `Model` pytree. hw: `Hardware` pytree.
+      batch: sequences (B). q: tokens per sequence in this pass (1 decode, k+1 verify).
+      context: tokens already in the KV cache per sequence (L). tp: tensor-parallel degree.
+      mode: "operator" or "pass" (static).
+
+    Returns:
+      `PassCost`. A model with no weights (`Model.zeros()`) costs exactly 0.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode={mode!r}; expected one of {MODES}")
+    flops, nbytes = operator_costs(model, batch, q, context, tp)
+    f_rate = hw.flops_per_s * hw.flops_efficiency
+    w_rate = hw.hbm_bytes_per_s * hw.hbm_efficiency
+    t_math = flops / f_rate
+    t_mem = nbytes / w_rate
+    if mode == "operator":
+        roof = jnp.sum(jnp.maximum(t_math, t_mem))
+        compute_share = jnp.sum(jnp.where(t_math > t_mem, t_math, 0.0))
+        compute_bound = (compute_share > 0.5 * roof).astype(roof.dtype)
+    else:
+        roof = jnp.maximum(jnp.sum(t_math), jnp.sum(t_mem))
+        compute_bound = (jnp.sum(t_math) > jnp.sum(t_mem)).astype(roof.dtype)
+    has_model = (model.p_dense + model.p_head + model.p_expert) > 0
+    t_comm = comm_time(model, hw, batch, q, tp) * has_model
+    fixed = hw.fixed_overhead_s * has_model
+    return PassCost(t_s=roof + t_comm + fixed, t_math_s=jnp.sum(t_math), t_mem_s=jnp.sum(t_mem),
+                    t_comm_s=t_comm, flops=jnp.sum(flops), bytes=jnp.sum(nbytes), compute_bound=compute_bound)
