@@ -12,6 +12,8 @@ import jax
 import numpy as np
 
 from . import crossover as _crossover
+from . import optimize as _optimize
+from . import sensitivity as _sensitivity
 from .speculative import STATUS, step
 
 
@@ -49,9 +51,47 @@ def point(scenario, dtype=None):
 def crossover(scenario, batch_max=65536.0, dtype=None):
     """Crossover batch of a `Scenario` (its batch is ignored); returns a dict."""
     hw, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
-    c = to_python(_find(hw, tgt, draft, dec, batch_max, scenario.roofline))
+    return _crossover_dict(_find(hw, tgt, draft, dec, batch_max, scenario.roofline))
+
+
+def _crossover_dict(found):
+    c = to_python(found)
     c["status"] = _crossover.STATUS[int(c["status"])]
     c["beyond_memory"] = bool(c["beyond_memory"])
     c["crossover_batch_int"] = None if c["crossover_batch_int"] is None else int(c["crossover_batch_int"])
     c["max_batch_sd"] = None if c["max_batch_sd"] is None else int(c["max_batch_sd"])
     return c
+
+
+@functools.partial(jax.jit, static_argnames=("mode",))
+def _sens(hw, target, draft, dec, batch_max, mode):
+    return _sensitivity.crossover_sensitivity(hw, target, draft, dec, mode, batch_max)
+
+
+def sensitivity(scenario, batch_max=65536.0, dtype=None):
+    """Crossover batch and its elasticities / derivatives for every continuous input."""
+    hw, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
+    c, deriv, elast = _sens(hw, tgt, draft, dec, batch_max, scenario.roofline)
+    out = _crossover_dict(c)
+    clean = lambda d: {k: (None if not math.isfinite(float(v)) else float(v)) for k, v in d.items()}  # noqa: E731
+    out["elasticities"] = dict(sorted(clean(elast).items(), key=lambda kv: -abs(kv[1] or 0.0)))
+    out["derivatives"] = clean(deriv)
+    return out
+
+
+@functools.partial(jax.jit, static_argnames=("mode", "k_max"))
+def _opt(hw, target, draft, dec, batches, batch_max, mode, k_max):
+    per = jax.vmap(lambda b: _optimize.search(hw, target, draft, dec.replace(batch=b), mode, k_max))(batches)
+    off = _optimize.switch_off_batch(hw, target, draft, dec, mode, k_max, batch_max)
+    return per, off
+
+
+def optimize(scenario, batches, k_max=16, batch_max=65536.0, dtype=None):
+    """k* (optax search, integer-checked) at each batch, and the switch-off batch."""
+    hw, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
+    b = np.asarray(batches, dtype=np.asarray(dec.alpha).dtype)
+    per, off = _opt(hw, tgt, draft, dec, b, batch_max, scenario.roofline, int(k_max))
+    rows = [dict(batch=float(bi), k_star=int(per.k_star[i]), speedup=float(per.speedup[i]),
+                 k_relaxed=float(per.k_relaxed[i])) for i, bi in enumerate(b)]
+    off = float(off)
+    return dict(k_star_by_batch=rows, switch_off_batch=off if math.isfinite(off) else None)

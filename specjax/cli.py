@@ -105,6 +105,57 @@ def crossover(target: Target, hardware: Hw, drafter: Drafter = "ratio", draft: D
 
 
 @app.command()
+def sensitivity(target: Target, hardware: Hw, drafter: Drafter = "ratio", draft: Draft = None,
+                draft_cost: DraftCost = None, tp: Tp = 1, k: K = 2, alpha: Alpha = None,
+                accepted_length: Tau = None, context: Context = 2048.0, weight_dtype: WDtype = None,
+                expert_dtype: EDtype = None, kv_dtype: KvDtype = None, compute_dtype: CDtype = "bf16",
+                roofline: Roof = "operator", memory_fraction: MemFrac = 0.9,
+                batch_max: Annotated[float, typer.Option(help="Largest batch searched.", min=2)] = 65536.0,
+                as_json: Json = False):
+    """What moves the crossover batch: elasticities (%% change of B* per %% change of each input)."""
+    sc = _scenario(**{k_: v for k_, v in locals().items() if k_ not in ("as_json", "batch_max")})
+    r = api.sensitivity(sc, batch_max)
+    if as_json:
+        _print_json(r)
+        return
+    if r["crossover_batch"] is None:
+        print(f"no crossover ({r['status']}): sensitivities are undefined")
+        return
+    print(f"crossover batch B* = {r['crossover_batch']:.2f} ({r['status']})\n")
+    print(f"{'input':<18} {'elasticity':>11} {'dB*/dinput':>14}")
+    for name, e in r["elasticities"].items():
+        print(f"{name:<18} {e:>11.4f} {r['derivatives'][name]:>14.6g}")
+
+
+@app.command()
+def optimize(target: Target, hardware: Hw, drafter: Drafter = "ratio", draft: Draft = None,
+             draft_cost: DraftCost = None, tp: Tp = 1, alpha: Alpha = None, accepted_length: Tau = None,
+             k: Annotated[int, typer.Option("--k", help="Draft length the accepted length was measured at.")] = 2,
+             context: Context = 2048.0, weight_dtype: WDtype = None, expert_dtype: EDtype = None,
+             kv_dtype: KvDtype = None, compute_dtype: CDtype = "bf16", roofline: Roof = "operator",
+             memory_fraction: MemFrac = 0.9,
+             batch: Annotated[Optional[list[float]], typer.Option(help="Batches to optimise at (repeatable).")] = None,
+             k_max: Annotated[int, typer.Option(help="Largest draft length considered.", min=1, max=64)] = 16,
+             batch_max: Annotated[float, typer.Option(help="Largest batch searched.", min=2)] = 65536.0,
+             as_json: Json = False):
+    """Best draft length k* at each batch, and the batch beyond which speculation should be off."""
+    sc = _scenario(**{k_: v for k_, v in locals().items() if k_ not in ("as_json", "batch_max", "batch", "k_max")})
+    batches = batch or [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
+    bad = [b for b in batches if not 1 <= b <= 1e7]
+    if bad:
+        raise SpecError(f"batch={bad[0]!r}; expected 1 <= batch <= 1e7 (sequences)")
+    r = api.optimize(sc, batches, k_max, batch_max)
+    if as_json:
+        _print_json(r)
+        return
+    print(f"{'batch':>8} {'k*':>4} {'speedup':>9}")
+    for row in r["k_star_by_batch"]:
+        print(f"{row['batch']:>8g} {row['k_star']:>4d} {row['speedup']:>9.4f}")
+    off = r["switch_off_batch"]
+    print(f"\nswitch speculation off above batch {off:.1f}" if off else "\nspeculation pays up to the batch bound")
+
+
+@app.command()
 def presets(as_json: Json = False):
     """List model and hardware presets with their key numbers."""
     rows = {"models": [], "hardware": []}

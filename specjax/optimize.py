@@ -1,0 +1,92 @@
+"""Optimal draft length k* by gradient search with optax (MODEL.md section 3).
+
+k is relaxed to a real number in [1, k_max]; `optax.adam` with a cosine-decayed step size
+maximises log S from several starting points (vmapped), each iterate projected back with
+`optax.projections.projection_box` inside a `lax.scan`. The integers either side of every
+end point are then evaluated exactly and the best kept; k* = 0 ("switch speculation off")
+when no k >= 1 gives S > 1. Pure and vmappable over a grid of configurations.
+"""
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from .speculative import step
+
+
+class Optimum(NamedTuple):
+    k_star: float       # integer k* (0 = do not speculate)
+    speedup: float      # S at k* (1 when k* = 0)
+    k_relaxed: float    # best continuous optimum found by the gradient search
+
+
+def _log_speedup(k, hw, target, draft, dec, mode):
+    return jnp.log(step(hw, target, draft, dec.replace(k=k), mode).speedup)
+
+
+def search(hw, target, draft, dec, mode="operator", k_max=16, starts=(1.0, 3.0, 6.0, 12.0), steps=150,
+           learning_rate=0.5):
+    """k* at the operating point `dec` (its `k` is ignored). Static: mode, k_max, starts, steps."""
+    dtype = jnp.result_type(dec.alpha, jnp.float32)
+    k_hi = float(k_max)
+    k0 = jnp.clip(jnp.asarray(starts, dtype), 1.0, k_hi)
+    opt = optax.adam(optax.cosine_decay_schedule(learning_rate, steps, alpha=0.01))
+    grad = jax.grad(lambda k: -_log_speedup(k, hw, target, draft, dec, mode))
+
+    def one_start(k):
+        def body(carry, _):
+            k, state = carry
+            updates, state = opt.update(grad(k), state, k)
+            k = optax.projections.projection_box(optax.apply_updates(k, updates), 1.0, k_hi)
+            return (k, state), None
+
+        (k, _), _ = jax.lax.scan(body, (k, opt.init(k)), None, length=steps)
+        return k
+
+    ends = jax.vmap(one_start)(k0)
+    cands = jnp.clip(jnp.concatenate([jnp.floor(ends), jnp.ceil(ends)]), 1.0, k_hi)
+    s = jax.vmap(lambda k: step(hw, target, draft, dec.replace(k=k), mode).speedup)(cands)
+    best = jnp.argmax(s)
+    s_cont = jax.vmap(lambda k: step(hw, target, draft, dec.replace(k=k), mode).speedup)(ends)
+    helps = s[best] > 1.0
+    return Optimum(k_star=jnp.where(helps, cands[best], 0.0), speedup=jnp.where(helps, s[best], 1.0),
+                   k_relaxed=ends[jnp.argmax(s_cont)])
+
+
+def brute_force(hw, target, draft, dec, mode="operator", k_max=16):
+    """Reference k*: evaluate every integer k = 1..k_max; 0 when none pays."""
+    ks = jnp.arange(1, k_max + 1, dtype=jnp.result_type(dec.alpha, jnp.float32))
+    s = jax.vmap(lambda k: step(hw, target, draft, dec.replace(k=k), mode).speedup)(ks)
+    best = jnp.argmax(s)
+    helps = s[best] > 1.0
+    return jnp.where(helps, ks[best], 0.0), jnp.where(helps, s[best], 1.0)
+
+
+def best_speedup(hw, target, draft, dec, batch, mode="operator", k_max=16):
+    """Envelope max over integer k of S at `batch` (used to locate the switch-off batch)."""
+    return brute_force(hw, target, draft, dec.replace(batch=batch), mode, k_max)[1]
+
+
+def switch_off_batch(hw, target, draft, dec, mode="operator", k_max=16, batch_max=65536.0, n_grid=96,
+                     n_bisect=40):
+    """Smallest batch at which even the best integer k gives S <= 1 (NaN if none up to batch_max).
+
+    Same bracketing as `crossover.find`, on the envelope max_k S(B, k)."""
+    dtype = jnp.result_type(dec.alpha, jnp.float32)
+    grid = jnp.exp(jnp.linspace(0.0, 1.0, n_grid, dtype=dtype) * jnp.log(jnp.asarray(batch_max, dtype)))
+    env = jax.vmap(lambda b: best_speedup(hw, target, draft, dec, b, mode, k_max))(grid)
+    off = env <= 1.0
+    first = jnp.argmax(off)
+    lo0, hi0 = jnp.log(grid[jnp.maximum(first - 1, 0)]), jnp.log(grid[first])
+
+    def body(_, bounds):
+        lo, hi = bounds
+        mid = 0.5 * (lo + hi)
+        m_off = best_speedup(hw, target, draft, dec, jnp.exp(mid), mode, k_max) <= 1.0
+        return jnp.where(m_off, lo, mid), jnp.where(m_off, mid, hi)
+
+    lo, hi = jax.lax.fori_loop(0, n_bisect, body, (lo0, hi0))
+    b = jnp.where(off[0], 1.0, jnp.exp(0.5 * (lo + hi)))
+    return jnp.where(jnp.any(off), b, jnp.nan)

@@ -1,0 +1,73 @@
+"""Plain-Python floats implementation of MODEL.md, written independently of the JAX kernels.
+
+Models and hardware are dicts of floats (from the pytrees via `as_floats`). Used by tests
+to compare the kernels on many points, and by bench/ as the scalar-loop baseline.
+"""
+
+import math
+
+
+def as_floats(tree):
+    return {k: float(getattr(tree, k)) for k in tree.field_names}
+
+
+def tau(alpha, k):
+    if alpha == 1.0:
+        return k + 1.0
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+def distinct_experts(n, e, r):
+    if e == 0:
+        return 0.0
+    return e * (1.0 - (1.0 - r / e) ** n)
+
+
+def t_pass(m, hw, batch, q, ctx, tp=1.0, mode="operator"):
+    n = batch * q
+    kv = m["kv_elems_per_tok"] * m["b_kv"]
+    l_win = min(ctx, m["window"])
+    ops = [  # (flops, bytes)
+        (2 * n * m["p_dense"], m["p_dense"] * m["b_dense"]),
+        (2 * n * m["p_head"], m["p_head"] * m["b_head"]),
+        (2 * n * m["n_moe_layers"] * m["top_k"] * m["p_expert"],
+         m["n_moe_layers"] * distinct_experts(n, m["n_experts"], m["top_k"]) * m["p_expert"] * m["b_expert"]),
+    ]
+    for layers, l_eff in ((m["n_full_layers"], ctx), (m["n_window_layers"], l_win)):
+        ops.append((layers * m["attn_flops_per_ctx"] * n * l_eff, layers * (batch * kv * l_eff + n * kv)))
+    f_rate = hw["flops_per_s"] * hw["flops_efficiency"]
+    w_rate = hw["hbm_bytes_per_s"] * hw["hbm_efficiency"]
+    if mode == "operator":
+        roof = sum(max(f / tp / f_rate, w / tp / w_rate) for f, w in ops)
+    else:
+        roof = max(sum(f for f, _ in ops) / tp / f_rate, sum(w for _, w in ops) / tp / w_rate)
+    if m["p_dense"] + m["p_head"] + m["p_expert"] == 0:
+        return 0.0
+    comm = 0.0
+    if tp > 1:
+        payload = n * m["d_model"] * 2.0
+        comm = 2 * m["n_layers"] * (2 * (tp - 1) / tp * payload / hw["link_bytes_per_s"] + hw["link_latency_s"])
+    return roof + comm + hw["fixed_overhead_s"]
+
+
+def speedup(hw, tgt, draft, batch, k, alpha, ctx, tp=1.0, c=0.0, mode="operator"):
+    base = t_pass(tgt, hw, batch, 1, ctx, tp, mode)
+    t_draft = t_pass(draft, hw, batch, 1, ctx, tp, mode) + c * base
+    t_sd = k * t_draft + t_pass(tgt, hw, batch, k + 1, ctx, tp, mode)
+    return tau(alpha, k) * base / t_sd
+
+
+def weight_bytes(m):
+    return (m["p_dense"] * m["b_dense"] + (m["p_head"] * m["head_resident"] + m["p_stored"]) * m["b_head"]
+            + m["n_moe_layers"] * m["n_experts"] * m["p_expert"] * m["b_expert"])
+
+
+def kv_per_seq(m, tokens):
+    return m["kv_elems_per_tok"] * m["b_kv"] * (m["n_full_layers"] * tokens
+                                                 + m["n_window_layers"] * min(tokens, m["window"]))
+
+
+def max_batch(hw, models, tokens, tp=1.0, u=0.9):
+    free = tp * hw["hbm_bytes"] * u - sum(weight_bytes(m) for m in models)
+    per = sum(kv_per_seq(m, tokens) for m in models)
+    return 0.0 if free <= 0 else math.floor(free / per)

@@ -1,0 +1,108 @@
+"""The command line, run for real: JSON keys, tables, and one-line errors with exit code 2."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from specjax.cli import main
+
+POINT = ["point", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--batch", "16", "--drafter", "eagle",
+         "--draft", "eagle3-llama-3.1-8b", "--k", "3", "--alpha", "0.7"]
+
+
+def run(capsys, args):
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+def test_point_json(capsys):
+    code, out, _ = run(capsys, POINT + ["--json"])
+    assert code == 0
+    r = json.loads(out)
+    for key in ("speedup", "tokens_per_step", "alpha", "t_target_s", "t_draft_s", "t_verify_s", "t_sd_step_s",
+                "throughput_base_tok_s", "throughput_sd_tok_s", "max_batch_base", "max_batch_sd", "feasible",
+                "bound"):
+        assert key in r
+    assert r["tokens_per_step"] == pytest.approx(1 + 0.7 + 0.49 + 0.343, rel=1e-5)
+    assert r["t_sd_step_s"] == pytest.approx(3 * r["t_draft_s"] + r["t_verify_s"], rel=1e-5)
+    assert r["bound"] in ("memory", "compute") and r["feasible"] is True
+
+
+def test_point_accepted_length_and_table(capsys):
+    code, out, _ = run(capsys, ["point", "--target", "qwen3-8b", "--hardware", "h100-sxm", "--batch", "1",
+                                "--drafter", "ngram", "--k", "3", "--accepted-length", "2.25"])
+    assert code == 0 and "speedup" in out and "tokens_per_step" in out
+    code, out, _ = run(capsys, ["point", "--target", "qwen3-8b", "--hardware", "h100-sxm", "--batch", "1",
+                                "--drafter", "ngram", "--k", "3", "--accepted-length", "2.25", "--json"])
+    assert json.loads(out)["tokens_per_step"] == pytest.approx(2.25, rel=1e-5)
+
+
+def test_crossover_json(capsys):
+    code, out, _ = run(capsys, ["crossover", "--target", "gpt-oss-120b", "--hardware", "h200", "--draft-cost",
+                                "0.145", "--k", "2", "--alpha", "0.814", "--kv-dtype", "fp8", "--roofline", "pass",
+                                "--json"])
+    c = json.loads(out)
+    assert code == 0 and c["status"] == "crosses" and c["beyond_memory"] is True
+    assert set(c) >= {"crossover_batch", "crossover_batch_int", "status", "speedup_at_batch_1", "max_batch_sd",
+                      "beyond_memory"}
+    assert c["crossover_batch"] == pytest.approx(1981, rel=0.02)
+
+
+def test_presets_and_seed(capsys):
+    code, out, _ = run(capsys, ["presets", "--json"])
+    p = json.loads(out)
+    assert {m["slug"] for m in p["models"]} >= {"gpt-oss-120b", "deepseek-v3", "eagle3-gpt-oss-120b"}
+    assert len(p["hardware"]) >= 21
+    code, out, _ = run(capsys, ["seed"])
+    assert code == 0 and "crossover at batch" in out
+
+
+BAD = [
+    (["--alpha", "1.3"], "alpha=1.3"),
+    (["--alpha", "-0.1"], "alpha=-0.1"),
+    (["--k", "-1"], "k=-1"),
+    (["--batch", "0"], "batch=0"),
+    (["--batch", "abc"], "'--batch'"),
+    (["--accepted-length", "5"], "give exactly one of alpha and accepted_length"),
+    (["--hardware", "h100-sxn"], "unknown hardware 'h100-sxn'; did you mean h100-sxm"),
+    (["--target", "llama-3.1-8x"], "did you mean llama-3.1-8b"),
+    (["--hardware", "a100-80gb", "--compute-dtype", "fp8"], "compute_dtype='fp8'"),
+    (["--drafter", "mtp"], "a target with MTP layers"),
+    (["--drafter", "bogus"], "drafter='bogus'"),
+    (["--tp", "3"], "tp=3"),
+    (["--kv-dtype", "fp9"], "kv_dtype='fp9'"),
+]
+
+
+@pytest.mark.parametrize("extra,msg", BAD)
+def test_bad_input_one_line_exit_2(capsys, extra, msg):
+    code, out, err = run(capsys, POINT + extra)
+    assert code == 2, err
+    assert msg in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert out == ""
+
+
+def test_bad_files(capsys, tmp_path):
+    cfg = tmp_path / "broken.json"
+    cfg.write_text('{"hidden_size": 4096,')
+    code, _, err = run(capsys, POINT[:2] + [str(cfg)] + POINT[3:])
+    assert code == 2 and "malformed JSON" in err and "broken.json" in err
+    hw = tmp_path / "gpu.toml"
+    hw.write_text('name = "x"\nhbm_bytes_per_s = -2e12\nhbm_bytes = 8e10\nlink_bytes_per_s = 1e11\n'
+                  '[flops_per_s]\nbf16 = 1e14\n')
+    code, _, err = run(capsys, ["point", "--target", "llama-3.1-8b", "--hardware", str(hw), "--batch", "1",
+                                "--alpha", "0.5", "--draft-cost", "0.1"])
+    assert code == 2 and "hbm_bytes_per_s=-2000000000000.0" in err and "gpu.toml" in err
+    hw.write_text("name = \n")
+    code, _, err = run(capsys, ["point", "--target", "llama-3.1-8b", "--hardware", str(hw), "--batch", "1",
+                                "--alpha", "0.5", "--draft-cost", "0.1"])
+    assert code == 2 and "cannot read hardware file" in err and len(err.strip().splitlines()) == 1
+
+
+def test_python_dash_m():
+    r = subprocess.run([sys.executable, "-m", "specjax", "--help"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "crossover" in r.stdout

@@ -1,0 +1,83 @@
+"""Crossover batch: statuses, S(B*) = 1, first crossing of a non-monotone curve, and the seed."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from specjax import api, crossover, seed
+from specjax.scenario import Scenario
+from specjax.speculative import step
+
+F64 = jnp.float64
+
+
+def built(**kw):
+    base = dict(target="llama-3-70b", hardware="h200", drafter="ratio", draft_cost=0.145, k=2, alpha=0.814,
+                context=2048.0, kv_dtype="fp8", roofline="pass")
+    base.update(kw)
+    return Scenario(**base).build(F64)
+
+
+def test_crossover_speedup_is_one_there():
+    hw, t, d, dec = built()
+    c = crossover.find(hw, t, d, dec, "pass")
+    assert int(c.status) == 0
+    b = float(c.crossover_batch)
+    s = lambda x: float(step(hw, t, d, dec.replace(batch=F64(x)), "pass").speedup)  # noqa: E731
+    assert s(b) == pytest.approx(1.0, abs=1e-9)
+    assert s(b * (1 - 1e-6)) >= 1.0 > s(b * (1 + 1e-6))
+    assert float(c.crossover_batch_int) == np.ceil(b)
+
+
+def test_statuses():
+    hw, t, d, dec = built(alpha=0.0)
+    assert int(crossover.find(hw, t, d, dec, "pass").status) == 1  # never helps
+    hw, t, d, dec = built()
+    c = crossover.find(hw, t, d, dec, "pass", batch_max=100.0)
+    assert int(c.status) == 2 and np.isnan(float(c.crossover_batch))  # helps throughout up to 100
+    assert crossover.STATUS == {0: "crosses", 1: "never_helps", 2: "helps_throughout"}
+
+
+def test_beyond_memory_flag():
+    hw, t, d, dec = built(target="gpt-oss-120b")
+    c = crossover.find(hw, t, d, dec, "pass")
+    assert int(c.status) == 0 and float(c.crossover_batch) > float(c.max_batch_sd)
+    assert float(c.beyond_memory) == 1.0
+    hw, t, d, dec = built(target="llama-3.1-8b", context=512.0)
+    c = crossover.find(hw, t, d, dec, "pass")
+    assert int(c.status) == 0 and float(c.beyond_memory) == 0.0
+
+
+def test_first_crossing_of_non_monotone_curve():
+    """gpt-oss-120b at low alpha: S dips below 1 at small B (more experts per verify), rises above
+    1 at medium B, and falls again; B* is the first crossing, found against a fine scan."""
+    hw, t, d, dec = built(target="gpt-oss-120b", alpha=0.6, roofline="operator", draft_cost=0.05)
+    grid = np.exp(np.linspace(0, np.log(65536), 20000))
+    s = np.asarray(jax.vmap(lambda b: step(hw, t, d, dec.replace(batch=b), "operator").speedup)(jnp.asarray(grid)))
+    assert s[0] > 1 and (s < 1).any() and (s[np.argmax(s < 1):] > 1).any(), "curve must dip and recover"
+    first = grid[np.argmax(s < 1)]
+    c = crossover.find(hw, t, d, dec, "operator")
+    assert float(c.crossover_batch) == pytest.approx(first, rel=2e-3)
+
+
+def test_vmapped_crossover_matches_scalar():
+    hw, t, d, dec = built()
+    alphas = jnp.array([0.6, 0.7, 0.814, 0.9], F64)
+    decs = jax.tree.map(lambda x: jnp.broadcast_to(x, (4,)), dec).replace(alpha=alphas)
+    out = jax.jit(jax.vmap(lambda x: crossover.find(hw, t, d, x, "pass")))(decs)
+    for i in range(4):
+        one = crossover.find(hw, t, d, dec.replace(alpha=alphas[i]), "pass")
+        assert float(out.crossover_batch[i]) == pytest.approx(float(one.crossover_batch), rel=1e-10)
+    assert np.all(np.diff(np.asarray(out.crossover_batch)) > 0)  # better acceptance, later crossover
+
+
+def test_seed_reproduces_headline_within_2_percent():
+    sc = seed.scenarios()
+    llama, oss = sc["llama-3-70b"], sc["gpt-oss-120b"]
+    assert api.point(llama)["speedup"] == pytest.approx(1.92, rel=0.02)
+    assert api.point(dataclasses.replace(llama, batch=512.0))["speedup"] == pytest.approx(0.74, rel=0.02)
+    assert api.crossover(llama)["crossover_batch"] == pytest.approx(224, rel=0.02)
+    assert api.crossover(oss)["crossover_batch"] == pytest.approx(1981, rel=0.02)

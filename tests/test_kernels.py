@@ -1,0 +1,298 @@
+"""Kernels vs hand-derived values, the plain-Python reference, limits, invariants and gradients."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import reference as ref
+from specjax import hardware, models
+from specjax.acceptance import alpha_from_tokens, tokens_per_step
+from specjax.roofline import comm_time, expected_experts, pass_cost
+from specjax.speculative import Decode, step
+
+F64 = jnp.float64
+
+
+def hw64(slug="h200", **kw):
+    return hardware.load(slug).resolve("bf16", F64).replace(**{k: jnp.asarray(v, F64) for k, v in kw.items()})
+
+
+def model64(slug, **kw):
+    return models.target(models.load_architecture(slug), dtype=F64, **kw)
+
+
+# ---- acceptance -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("alpha,k,expected", [(0.0, 3, 1.0), (0.5, 1, 1.5), (0.5, 3, 1.875), (0.8, 2, 2.44),
+                                              (1.0, 4, 5.0), (0.9, 0, 1.0)])
+def test_tokens_per_step_hand_values(alpha, k, expected):
+    assert float(tokens_per_step(jnp.float64(alpha), jnp.float64(k))) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("dtype,tol", [(jnp.float32, 2e-5), (jnp.float64, 1e-11)])
+def test_tokens_per_step_near_one_matches_reference(dtype, tol):
+    for alpha in [0.99, 0.998, 0.9999, 0.999999, 1.0 - 1e-9]:
+        for k in [1, 2, 5, 16]:
+            exact = sum(alpha**i for i in range(k + 1))
+            got = float(tokens_per_step(jnp.asarray(alpha, dtype), jnp.asarray(k, dtype)))
+            assert got == pytest.approx(exact, rel=tol)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 8])
+def test_tau_gradient_at_alpha_one(k):
+    g = jax.grad(tokens_per_step)(jnp.float64(1.0), jnp.float64(k))
+    assert float(g) == pytest.approx(k * (k + 1) / 2, rel=1e-12)
+    g32 = jax.grad(tokens_per_step)(jnp.float32(1.0), jnp.float32(k))
+    assert float(g32) == pytest.approx(k * (k + 1) / 2, rel=1e-6)
+
+
+def test_tau_gradients_finite_and_match_finite_differences():
+    for alpha, k in itertools.product([0.0, 1e-6, 0.3, 0.999, 1.0], [0.0, 1.0, 2.5, 7.0]):
+        ga, gk = jax.grad(tokens_per_step, argnums=(0, 1))(jnp.float64(alpha), jnp.float64(k))
+        assert np.isfinite(float(ga)) and np.isfinite(float(gk))
+    h = 1e-6
+    for alpha, k in [(0.3, 2.0), (0.7, 3.5), (0.95, 1.0)]:
+        ga, gk = jax.grad(tokens_per_step, argnums=(0, 1))(jnp.float64(alpha), jnp.float64(k))
+        fd_a = (ref.tau(alpha + h, k) - ref.tau(alpha - h, k)) / (2 * h)
+        fd_k = (ref.tau(alpha, k + h) - ref.tau(alpha, k - h)) / (2 * h)
+        assert float(ga) == pytest.approx(fd_a, rel=1e-7) and float(gk) == pytest.approx(fd_k, rel=1e-7)
+
+
+def test_alpha_from_tokens_inverts():
+    alphas = jnp.linspace(0.0, 1.0, 41, dtype=F64)
+    for k in [1.0, 3.0, 7.0]:
+        taus = tokens_per_step(alphas, k)
+        back = jax.vmap(lambda t: alpha_from_tokens(t, jnp.float64(k)))(taus)
+        np.testing.assert_allclose(np.asarray(back), np.asarray(alphas), atol=1e-9)
+    # SpecDecode-Bench blog: tau = 2.25 at k = 3 (the quoted 0.415 is (tau-1)/k, not alpha)
+    a = float(alpha_from_tokens(jnp.float64(2.25), jnp.float64(3.0)))
+    assert ref.tau(a, 3) == pytest.approx(2.25, rel=1e-10) and 0.6 < a < 0.65
+
+
+# ---- roofline -----------------------------------------------------------------------------
+
+def test_expected_experts_limits():
+    f = lambda n, e, r: float(expected_experts(jnp.float64(n), jnp.float64(e), jnp.float64(r)))  # noqa: E731
+    assert f(1, 128, 4) == pytest.approx(4.0)
+    assert f(3, 128, 4) == pytest.approx(128 * (1 - (1 - 4 / 128) ** 3))
+    assert f(1e6, 128, 4) == pytest.approx(128.0)
+    assert f(7, 8, 8) == 8.0 and f(5, 0, 0) == 0.0
+    g = jax.grad(expected_experts, argnums=(0, 1, 2))(jnp.float64(5.0), jnp.float64(8.0), jnp.float64(8.0))
+    assert all(np.isfinite(float(x)) for x in g)
+
+
+def test_scaling_book_golden_number():
+    """inference.md quiz: 30B int8 params + 4 x 819 MB KV over 16 chips at 8.1e11 B/s ~ 2.57 ms."""
+    m = models.Model.zeros(F64).replace(p_dense=jnp.float64(30e9), b_dense=jnp.float64(1.0),
+                                        n_full_layers=jnp.float64(1.0), kv_elems_per_tok=jnp.float64(819e6),
+                                        b_kv=jnp.float64(1.0), d_model=jnp.float64(1.0), n_layers=jnp.float64(0.0))
+    hw = hw64("tpu-v5e", hbm_bytes_per_s=8.1e11, flops_per_s=1.97e14, link_latency_s=0.0)
+    # one cached token of 819 MB per sequence, 4 sequences, no write term contribution to speak of
+    c = pass_cost(m, hw, jnp.float64(4.0), jnp.float64(1e-12), jnp.float64(1.0), jnp.float64(16.0), "pass")
+    assert float(c.t_mem_s) == pytest.approx((30e9 + 4 * 819e6) / (16 * 8.1e11), rel=1e-9)
+    assert float(c.t_mem_s) * 1e3 == pytest.approx(2.57, abs=0.01)
+    assert float(hw.critical_intensity) == pytest.approx(243, rel=0.01)
+
+
+def test_llama70b_hand_pass_time():
+    """Pass-mode T(B, q) for Llama-3-70B bf16 on an H200 with fp8 KV, derived by hand."""
+    m = model64("llama-3-70b", kv_dtype="fp8")
+    hw = hw64()
+    p_read = 80 * (8192 * 8192 * 2 + 8192 * 1024 * 2) + 80 * 3 * 8192 * 28672 + 128256 * 8192
+    kv_tok = 80 * 2 * 8 * 128 * 1.0
+    for b, q, L in [(1, 1, 2048), (224, 3, 2048), (64, 1, 8000)]:
+        n = b * q
+        flops = 2 * n * p_read + 80 * 4 * 64 * 128 * n * L
+        nbytes = 2 * p_read + b * kv_tok * L + n * kv_tok
+        t = max(flops / 989.5e12, nbytes / 4.8e12)
+        got = pass_cost(m, hw, jnp.float64(b), jnp.float64(q), jnp.float64(L), jnp.float64(1.0), "pass").t_s
+        assert float(got) == pytest.approx(t, rel=1e-12)
+
+
+def test_comm_time_by_hand():
+    m = model64("llama-3-70b")
+    hw = hw64()
+    t = float(comm_time(m, hw, jnp.float64(8.0), jnp.float64(3.0), jnp.float64(4.0)))
+    payload = 24 * 8192 * 2.0
+    assert t == pytest.approx(2 * 80 * (2 * 3 / 4 * payload / 450e9 + 5e-6), rel=1e-12)
+    assert float(comm_time(m, hw, jnp.float64(8.0), jnp.float64(3.0), jnp.float64(1.0))) == 0.0
+
+
+POINT_MODELS = ["llama-3-70b", "gpt-oss-120b", "deepseek-v3", "mixtral-8x7b", "llama-3.1-8b", "qwen3-30b-a3b",
+                "llama-4-scout", "t5-xxl"]
+
+
+@pytest.mark.parametrize("slug", POINT_MODELS)
+@pytest.mark.parametrize("mode", ["operator", "pass"])
+def test_pass_cost_matches_reference(slug, mode):
+    m = model64(slug)
+    rng = np.random.default_rng(hash(slug) % 2**32)
+    for _ in range(12):
+        hw = hw64(rng.choice(["h100-sxm", "h200", "mi300x", "a100-80gb", "b200"]),
+                  flops_efficiency=rng.uniform(0.3, 1), hbm_efficiency=rng.uniform(0.5, 1),
+                  fixed_overhead_s=rng.choice([0.0, 1e-4]))
+        b, q, L, tp = rng.integers(1, 2048), rng.integers(1, 9), rng.uniform(0, 32768), rng.choice([1, 2, 8])
+        got = pass_cost(m, hw, F64(b), F64(q), F64(L), F64(tp), mode).t_s
+        want = ref.t_pass(ref.as_floats(m), ref.as_floats(hw), b, q, L, tp, mode)
+        assert float(got) == pytest.approx(want, rel=1e-12)
+
+
+def test_operator_mode_bounds_pass_mode():
+    """sum of maxes >= max of sums >= half the sum of maxes (scaling book: at most 2x apart)."""
+    m, hw = model64("gpt-oss-120b"), hw64()
+    for b in [1, 16, 256, 4096]:
+        op = pass_cost(m, hw, F64(b), F64(3), F64(4096), F64(1), "operator").t_s
+        ps = pass_cost(m, hw, F64(b), F64(3), F64(4096), F64(1), "pass").t_s
+        assert float(ps) <= float(op) <= 2 * float(ps) + 1e-15
+
+
+# ---- speculative step -----------------------------------------------------------------------
+
+def dec64(**kw):
+    base = dict(batch=1.0, k=3.0, alpha=0.8, context=1024.0, tp=1.0, draft_cost_ratio=0.0, memory_fraction=0.9)
+    base.update(kw)
+    return Decode(**{k: jnp.asarray(v, F64) for k, v in base.items()})
+
+
+def test_leviathan_limit_exact_without_kv():
+    """Memory-bound passes, ratio drafter: S = (1 - a^(k+1)) / ((1 - a)(k c + 1))."""
+    m = model64("llama-3-70b").replace(kv_elems_per_tok=F64(0.0), attn_flops_per_ctx=F64(0.0))
+    hw = hw64()
+    for alpha, k, c in itertools.product([0.0, 0.5, 0.8, 0.95, 1.0], [1, 2, 4, 8], [0.0, 0.02, 0.145, 0.5]):
+        r = step(hw, m, models.Model.zeros(F64), dec64(alpha=alpha, k=k, draft_cost_ratio=c, batch=1.0), "operator")
+        assert float(r.speedup) == pytest.approx(ref.tau(alpha, k) / (k * c + 1), rel=1e-12)
+
+
+def test_leviathan_limit_small_batch_with_kv():
+    m, hw = model64("llama-3-70b"), hw64()
+    for alpha, k, c in [(0.8, 4, 0.05), (0.6, 2, 0.145), (0.9, 6, 0.02)]:
+        r = step(hw, m, models.Model.zeros(F64), dec64(alpha=alpha, k=k, draft_cost_ratio=c, batch=1.0), "operator")
+        assert float(r.speedup) == pytest.approx(ref.tau(alpha, k) / (k * c + 1), rel=2e-3)
+
+
+def test_k_zero_is_plain_decoding():
+    hw = hw64()
+    for slug in ["gpt-oss-120b", "llama-3.1-8b"]:
+        m = model64(slug)
+        d = models.target(models.load_architecture("llama-3.2-1b"), dtype=F64)
+        for b in [1.0, 64.0, 1024.0]:
+            r = step(hw, m, d, dec64(k=0.0, batch=b), "operator")
+            assert float(r.speedup) == pytest.approx(1.0, rel=1e-12)
+            assert float(r.t_sd_step_s) == pytest.approx(float(r.t_target_s), rel=1e-12)
+
+
+@pytest.mark.parametrize("drafter", ["model", "eagle3", "ratio"])
+def test_step_matches_reference(drafter):
+    hw = hw64()
+    tgt = model64("llama-3.1-8b")
+    if drafter == "model":
+        draft = model64("llama-3.2-1b")
+    elif drafter == "eagle3":
+        draft = models.eagle_head(models.load_architecture("eagle3-llama-3.1-8b"),
+                                  models.load_architecture("llama-3.1-8b"), dtype=F64)
+    else:
+        draft = models.Model.zeros(F64)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        b, k, a, L = rng.integers(1, 1024), rng.integers(1, 8), rng.uniform(0, 1), rng.uniform(0, 16000)
+        c = 0.1 if drafter == "ratio" else 0.0
+        r = step(hw, tgt, draft, dec64(batch=b, k=k, alpha=a, context=L, draft_cost_ratio=c), "operator")
+        want = ref.speedup(ref.as_floats(hw), ref.as_floats(tgt), ref.as_floats(draft), b, k, a, L, c=c)
+        assert float(r.speedup) == pytest.approx(want, rel=1e-12)
+        assert float(r.throughput_sd_tok_s) / float(r.throughput_base_tok_s) == pytest.approx(want, rel=1e-12)
+        mb = ref.max_batch(ref.as_floats(hw), [ref.as_floats(tgt), ref.as_floats(draft)], L + k + 1)
+        assert float(r.max_batch_sd) == mb
+
+
+def test_memory_statuses():
+    hw = hw64()
+    llama = model64("llama-3-70b")
+    r = step(hw, llama, models.Model.zeros(F64), dec64(), "pass")
+    assert float(r.status) == 3 and float(r.feasible) == 0  # 141 GB of bf16 weights > 0.9 x 141 GB
+    r = step(hw, llama, models.Model.zeros(F64), dec64(tp=2.0), "pass")
+    assert float(r.status) == 0 and float(r.max_batch_base) > 100
+    g = model64("gpt-oss-120b", kv_dtype="fp8")
+    d = model64("llama-3.2-1b")
+    big = step(hw, g, d, dec64(batch=1e6), "pass")
+    assert float(big.status) == 2
+    mb_sd = float(step(hw, g, d, dec64(), "pass").max_batch_sd)
+    mb_base = float(step(hw, g, d, dec64(), "pass").max_batch_base)
+    assert mb_sd < mb_base
+    mid = step(hw, g, d, dec64(batch=mb_sd + 1), "pass")
+    assert float(mid.status) == 1
+
+
+def test_scalar_equals_vmapped():
+    hw, tgt = hw64(), model64("gpt-oss-120b")
+    draft = model64("llama-3.2-1b")
+    batches = jnp.array([1.0, 7.0, 64.0, 300.0, 2000.0], F64)
+    alphas = jnp.array([0.0, 0.5, 0.8, 0.95, 1.0], F64)
+    decs = jax.tree.map(lambda x: jnp.broadcast_to(x, (5,)), dec64()).replace(batch=batches, alpha=alphas)
+    vm = jax.jit(jax.vmap(lambda d: step(hw, tgt, draft, d, "operator")))(decs)
+    assert vm.speedup.shape == (5,)
+    for i in range(5):
+        one = step(hw, tgt, draft, dec64(batch=batches[i], alpha=alphas[i]), "operator")
+        for f in one._fields:
+            np.testing.assert_allclose(np.asarray(getattr(vm, f)[i]), np.asarray(getattr(one, f)), rtol=1e-12)
+
+
+def test_float32_close_to_float64():
+    tgt32 = models.target(models.load_architecture("gpt-oss-120b"))
+    hw32 = hardware.load("h200").resolve("bf16")
+    d32 = Decode(*(jnp.float32(v) for v in (256.0, 3.0, 0.8, 4096.0, 1.0, 0.1, 0.9)))
+    s32 = step(hw32, tgt32, models.Model.zeros(), d32, "operator").speedup
+    s64 = step(hw64(), model64("gpt-oss-120b"), models.Model.zeros(F64),
+               dec64(batch=256.0, k=3.0, alpha=0.8, context=4096.0, draft_cost_ratio=0.1), "operator").speedup
+    assert s32.dtype == jnp.float32
+    assert float(s32) == pytest.approx(float(s64), rel=1e-5)
+
+
+def _speedup_of(alpha, batch, k):
+    hw, tgt = hw64(), model64("llama-3-70b", kv_dtype="fp8")
+    return step(hw, tgt, models.Model.zeros(F64),
+                dec64(alpha=alpha, batch=batch, k=k, context=2048.0, draft_cost_ratio=0.145), "pass").speedup
+
+
+def test_gradients_finite_at_edges_and_knee():
+    grad = jax.grad(_speedup_of, argnums=(0, 1, 2))
+    # pass-mode knee of the plain pass: 2 n P / F = P b / W  ->  n ~ F/W (weights dominate)
+    knee = 989.5e12 / 4.8e12
+    for alpha, batch, k in [(0.0, 1.0, 2.0), (1.0, 1.0, 2.0), (0.814, knee, 1.0), (0.814, knee / 3, 2.0),
+                            (1.0, 500.0, 1.0)]:
+        g = grad(F64(alpha), F64(batch), F64(k))
+        assert all(np.isfinite(float(x)) for x in g), (alpha, batch, k, g)
+
+
+def test_gradients_match_finite_differences_away_from_knees():
+    from jax.test_util import check_grads
+    for alpha, batch, k in [(0.7, 8.0, 2.0), (0.9, 600.0, 3.0), (0.5, 100.0, 1.5)]:
+        check_grads(_speedup_of, (F64(alpha), F64(batch), F64(k)), order=1, modes=["rev"], eps=1e-4)
+
+
+def test_invariants_over_grid():
+    """More bandwidth is never slower; higher alpha never lowers speedup; S <= k+1."""
+    tgt, draft = model64("qwen3-30b-a3b"), model64("qwen3-0.6b")
+    rng = np.random.default_rng(1)
+    for _ in range(30):
+        b, k, L = F64(rng.integers(1, 4096)), F64(rng.integers(1, 9)), F64(rng.uniform(0, 60000))
+        hw = hw64(rng.choice(["h100-sxm", "mi300x", "l40s"]))
+        faster = hw.replace(hbm_bytes_per_s=hw.hbm_bytes_per_s * 1.5)
+        for q in [1.0, 4.0]:
+            assert float(pass_cost(tgt, faster, b, F64(q), L).t_s) <= float(pass_cost(tgt, hw, b, F64(q), L).t_s)
+        s_lo = step(hw, tgt, draft, dec64(batch=b, k=k, alpha=0.5, context=L), "operator").speedup
+        s_hi = step(hw, tgt, draft, dec64(batch=b, k=k, alpha=0.9, context=L), "operator").speedup
+        assert float(s_hi) >= float(s_lo) and 0 < float(s_hi) <= float(k) + 1
+
+
+def test_moe_with_all_experts_routed_equals_dense():
+    """E = top-r: every expert is read and computed for every token, like a dense FFN."""
+    moe = model64("mixtral-8x7b").replace(top_k=F64(8.0))
+    dense = moe.replace(p_dense=moe.p_dense + moe.n_moe_layers * 8 * moe.p_expert, n_moe_layers=F64(0.0))
+    hw = hw64()
+    for b, q in [(1.0, 1.0), (64.0, 4.0), (1024.0, 3.0)]:
+        a = pass_cost(moe, hw, F64(b), F64(q), F64(2048.0), mode="pass").t_s
+        d = pass_cost(dense, hw, F64(b), F64(q), F64(2048.0), mode="pass").t_s
+        assert float(a) == pytest.approx(float(d), rel=1e-12)

@@ -1,0 +1,156 @@
+"""Parameter counts, KV sizes and layer layouts of the presets, checked against hand counts."""
+
+import json
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from specjax import config, hardware, models
+from specjax.errors import SpecError
+
+# (slug, total B, active B, rel tol): official numbers (facts/, model cards). Active excludes
+# the embedding lookup (DeepSeek README_WEIGHTS 36.6B; Mixtral's 12.9B includes 0.13B embedding).
+OFFICIAL = [
+    ("gpt-oss-120b", 116.83, 5.13, 0.005),
+    ("gpt-oss-20b", 20.91, 3.61, 0.005),
+    ("llama-3-70b", 70.6, 69.5, 0.002),
+    ("deepseek-v3", 671.0, 36.6, 0.002),
+    ("mixtral-8x7b", 46.7, 12.9, 0.02),
+    ("mixtral-8x22b", 140.6, 39.0, 0.01),
+    ("qwen3-235b-a22b", 235.1, 21.6, 0.01),
+    ("qwen3-30b-a3b", 30.5, 3.04, 0.01),
+    ("glm-4.5-air", 106.85, 12.80, 0.002),
+    ("llama-3.1-8b", 8.03, 7.50, 0.002),
+    ("llama-3.2-1b", 1.236, 1.236, 0.002),
+    ("qwen2-57b-a14b", 57.41, 13.70, 0.002),
+]
+
+
+@pytest.mark.parametrize("slug,total,active,tol", OFFICIAL)
+def test_param_counts_match_official(slug, total, active, tol):
+    m = models.target(models.load_architecture(slug))
+    assert float(m.total_params) / 1e9 == pytest.approx(total, rel=tol)
+    assert float(m.active_params) / 1e9 == pytest.approx(active, rel=tol)
+
+
+def test_gpt_oss_120b_by_hand():
+    d, h, hkv, dh, e, r, layers, vocab = 2880, 64, 8, 64, 128, 4, 36, 201088
+    attn = d * h * dh * 2 + d * hkv * dh * 2
+    expert = 3 * d * 2880
+    router = d * e
+    total = layers * (attn + e * expert + router) + 2 * vocab * d
+    active = layers * (attn + r * expert + router) + vocab * d
+    m = models.target(models.load_architecture("gpt-oss-120b"))
+    assert float(m.total_params) == pytest.approx(total, rel=1e-6)
+    assert float(m.active_params) == pytest.approx(active, rel=1e-6)
+    assert total / 1e9 == pytest.approx(116.8, abs=0.05) and active / 1e9 == pytest.approx(5.13, abs=0.01)
+    # mxfp4 experts (4.25 bits) and bf16 elsewhere
+    assert float(m.b_expert) == 4.25 / 8 and float(m.b_dense) == 2.0 and float(m.b_head) == 2.0
+
+
+def test_deepseek_mla_by_hand():
+    a = models.load_architecture("deepseek-v3")
+    d, h = 7168, 128
+    per_layer = d * 1536 + 1536 * h * 192 + d * 576 + 512 * h * 256 + h * 128 * d
+    assert a.p_attn_layer == per_layer
+    assert a.kv_elems_per_tok == 576
+    assert a.attn_flops_per_ctx == 2 * h * (576 + 512)  # absorbed MLA
+    assert (a.n_moe_layers, a.n_dense_ffn_layers, a.shared_width) == (58, 3, 2048)
+    m = models.target(a)
+    assert float(m.b_dense) == 1.0 and float(m.b_head) == 2.0 and float(m.b_kv) == 2.0
+
+
+# KV bytes per token (bf16), facts/FACTS.md table
+@pytest.mark.parametrize("slug,kv", [("llama-3.1-70b", 327680), ("llama-3.1-8b", 131072), ("qwama-0.5b", 12288),
+                                     ("gpt-oss-120b", 73728), ("deepseek-v3", 70272), ("qwen3-8b", 147456),
+                                     ("glm-4.5-air", 188416)])
+def test_kv_bytes_per_token(slug, kv):
+    m = models.target(models.load_architecture(slug), kv_dtype="bf16")
+    per_tok = float(m.kv_elems_per_tok * m.b_kv * (m.n_full_layers + m.n_window_layers))
+    assert per_tok == kv
+
+
+def test_layer_layouts():
+    g = models.load_architecture("gpt-oss-120b")
+    assert (g.n_full_layers, g.n_window_layers, g.window) == (18, 18, 128)
+    mav = models.load_architecture("llama-4-maverick")
+    assert (mav.n_moe_layers, mav.n_dense_ffn_layers) == (24, 24)
+    scout = models.load_architecture("llama-4-scout")
+    assert (scout.n_moe_layers, scout.n_window_layers, scout.window) == (48, 36, 8192)
+
+
+def test_eagle_heads():
+    tgt = models.load_architecture("llama-3.1-8b")
+    e3 = models.eagle_head(models.load_architecture("eagle3-llama-3.1-8b"), tgt)
+    # fc 3d*d + attention from 2d inputs + MLP + own 32000-token head (facts: 424.7M)
+    assert float(e3.active_params) / 1e6 == pytest.approx(424.7, abs=0.1)
+    assert float(e3.total_params) == float(e3.active_params) and float(e3.head_resident) == 1.0
+    e1 = models.eagle_head(models.load_architecture("eagle-llama-3.1-8b"), tgt)
+    assert float(e1.p_dense) / 1e6 == pytest.approx(251.7, abs=0.1)
+    assert float(e1.p_head) / 1e6 == pytest.approx(525.3, abs=0.1)  # reads the target's head
+    assert float(e1.total_params) / 1e6 == pytest.approx(251.7, abs=0.1)  # stores only its own
+
+
+def test_mtp_head_glm():
+    a = models.load_architecture("glm-4.5-air")
+    m = models.mtp_head(a)
+    stored = float(m.total_params)
+    # facts: MTP layer (eh_proj + one MoE decoder layer) ~2.375B incl. its own norms/biases
+    assert stored / 1e9 == pytest.approx(2.375, rel=0.02)
+    assert float(m.n_moe_layers) == 1 and float(m.head_resident) == 0.0
+
+
+def test_every_preset_loads():
+    for slug in models.preset_slugs():
+        m = models.target(models.load_architecture(slug))
+        assert float(m.total_params) > 0 and models.preset_info(slug)["source_url"].startswith("http")
+    assert len(models.preset_slugs()) >= 29
+    for slug in hardware.preset_slugs():
+        h = hardware.load(slug)
+        assert h.flops_per_s["bf16"] > 1e12 and h.hbm_bytes > 1e9 and h.source.startswith("http")
+    assert len(hardware.preset_slugs()) >= 21
+
+
+def test_user_config_path_equals_preset(tmp_path):
+    cfg = json.loads((models.PRESET_DIR / "mixtral-8x7b.json").read_text())
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    a, b = models.target(models.load_architecture(p)), models.target(models.load_architecture("mixtral-8x7b"))
+    for k in a.field_names:
+        assert float(getattr(a, k)) == float(getattr(b, k))
+
+
+def test_user_hardware_toml(tmp_path):
+    p = tmp_path / "mygpu.toml"
+    p.write_text('name = "x"\nhbm_bytes_per_s = 2e12\nhbm_bytes = 8e10\nlink_bytes_per_s = 4e11\n'
+                 'link_latency_s = 1e-6\nflops_efficiency = 0.8\n[flops_per_s]\nbf16 = 5e14\n')
+    hw = hardware.load(str(p)).resolve("bf16", jnp.float64)
+    assert float(hw.flops_per_s) == 5e14 and float(hw.flops_efficiency) == pytest.approx(0.8)
+    assert float(hw.critical_intensity) == pytest.approx(0.8 * 5e14 / 2e12)
+
+
+@pytest.mark.parametrize("text,msg", [
+    ("{", "malformed JSON"),
+    ('{"hidden_size": 4096}', "missing required key 'num_hidden_layers'"),
+    ('{"hidden_size": -1, "num_hidden_layers": 2, "num_attention_heads": 2, "vocab_size": 10, '
+     '"intermediate_size": 8}', "hidden_size=-1"),
+    ('[1, 2]', "must hold a JSON object"),
+])
+def test_bad_configs(tmp_path, text, msg):
+    p = tmp_path / "bad.json"
+    p.write_text(text)
+    with pytest.raises(SpecError, match=msg):
+        models.load_architecture(p)
+
+
+def test_dtype_override():
+    a = models.load_architecture("gpt-oss-120b")
+    m = models.target(a, weight_dtype="fp8")
+    assert float(m.b_dense) == 1.0 and float(m.b_expert) == 1.0
+    m = models.target(a, expert_dtype="nvfp4", kv_dtype="fp8")
+    assert float(m.b_expert) == 4.5 / 8 and float(m.b_dense) == 2.0 and float(m.b_kv) == 1.0
+    with pytest.raises(SpecError, match="weight_dtype='fp7'"):
+        models.target(a, weight_dtype="fp7")
+    z = models.Model.zeros(jnp.float64)
+    assert float(z.weight_bytes) == 0.0 and np.isclose(float(z.total_params), 0.0)
