@@ -1,0 +1,57 @@
+"""Grid coordinates on the device: flat point index -> one value per numeric axis -> pytrees.
+
+No host-side meshgrid: each axis is a small value array; a chunk of flat indices
+`start + arange(chunk)` is unravelled (row-major, last axis fastest) with integer division
+inside the jitted kernel, and the values gathered per point. `apply` writes a point's axis
+values into the (Hardware, target Model, Decode) pytrees.
+"""
+
+import jax.numpy as jnp
+
+from . import axes as _axes
+from .acceptance import alpha_from_tokens
+
+
+def unravel(flat, sizes):
+    """Row-major digits of `flat` (int array) for axis `sizes` (static tuple). Returns a tuple."""
+    digits = []
+    rest = flat
+    for size in reversed(sizes):
+        digits.append(rest % size)
+        rest = rest // size
+    return tuple(reversed(digits))
+
+
+def gather(flat, values):
+    """Axis values of point `flat`; `values` is a dict name -> 1-d array (dict order = axis order)."""
+    sizes = tuple(int(v.shape[0]) for v in values.values())
+    digits = unravel(flat, sizes)
+    return {name: v[d] for (name, v), d in zip(values.items(), digits)}
+
+
+def apply(point, hw, target, dec, experts_hold="expert_size"):
+    """Return (hw, target, dec, invalid) with the point's values written in.
+
+    `invalid` is True where the combination is not physical (top_k > n_experts, an accepted
+    length above k + 1); such points get status `invalid_input`, never a silent number.
+    """
+    trees = {"hw": hw, "target": target, "dec": dec}
+    invalid = jnp.zeros((), bool)
+    for name, value in point.items():
+        tree, field, _, _ = _axes.NUMERIC[name]
+        if field is None:
+            continue
+        trees[tree] = trees[tree].replace(**{field: value.astype(getattr(trees[tree], field).dtype)})
+    tgt, dec = trees["target"], trees["dec"]
+    if "n_experts" in point and experts_hold == "footprint":
+        tgt = tgt.replace(p_expert=target.p_expert * target.n_experts / tgt.n_experts)
+    if "expert_granularity" in point:
+        g = point["expert_granularity"].astype(tgt.p_expert.dtype)
+        tgt = tgt.replace(n_experts=target.n_experts * g, top_k=target.top_k * g, p_expert=target.p_expert / g)
+    if "n_experts" in point or "top_k" in point or "expert_granularity" in point:
+        invalid = invalid | (tgt.top_k > tgt.n_experts) | (tgt.n_moe_layers == 0)
+    if "accepted_length" in point:
+        tau = point["accepted_length"].astype(dec.alpha.dtype)
+        invalid = invalid | (tau > dec.k + 1.0)
+        dec = dec.replace(alpha=alpha_from_tokens(jnp.minimum(tau, dec.k + 1.0), dec.k))
+    return trees["hw"], tgt, dec, invalid

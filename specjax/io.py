@@ -1,0 +1,125 @@
+"""Result files: atomic Parquet parts with metadata, the output-directory lock and manifest.
+
+Layout of a sweep output directory:
+  _spec.toml                    the spec text (written first; `--resume` checks it matches)
+  _manifest.json                written last, atomically: rows, chunks, hashes, versions, timing
+  hardware=<slug>/pair=<label>/part-<chunk>.parquet   hive-partitioned result parts
+Every file is written to a hidden temporary in the same directory and renamed into place, so
+no partial file is ever visible. `pl.scan_parquet(DIR, hive_partitioning=True)` reads it back.
+"""
+
+import contextlib
+import json
+import os
+import pathlib
+import socket
+import sys
+from importlib import metadata as _md
+
+import polars as pl
+
+from .errors import SpecError
+
+LOCK = ".specjax.lock"
+
+
+def versions():
+    """Package versions recorded in every result file."""
+    out = {"python": sys.version.split()[0]}
+    for pkg in ("specjax", "jax", "jaxlib", "numpy", "polars", "optax"):
+        try:
+            out[pkg] = _md.version(pkg)
+        except _md.PackageNotFoundError:
+            out[pkg] = "unknown"
+    return out
+
+
+def _tmp(path):
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+def write_bytes_atomic(path, data):
+    """Write `data` to `path` via a hidden temporary and a rename (atomic on POSIX)."""
+    path = pathlib.Path(path)
+    tmp = _tmp(path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise SpecError(f"cannot write {str(path)!r}: {e.strerror or e}") from None
+
+
+def write_parquet_atomic(df, path, meta):
+    """Write a polars DataFrame as Parquet with string key-value metadata, atomically."""
+    path = pathlib.Path(path)
+    tmp = _tmp(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        df.write_parquet(tmp, compression="zstd", statistics=True, metadata=meta)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise SpecError(f"cannot write {str(path)!r}: {e.strerror or e}") from None
+
+
+def part_path(out, hardware, pair_label, chunk):
+    return pathlib.Path(out) / f"hardware={hardware}" / f"pair={pair_label}" / f"part-{chunk:06d}.parquet"
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def locked(out, name=LOCK):
+    """Hold an exclusive lock file in `out` for the duration; a stale lock (dead pid) is taken over."""
+    out = pathlib.Path(out)
+    path = out / name
+    me = f"{socket.gethostname()} {os.getpid()}"
+    for _ in range(2):
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            break
+        except FileExistsError:
+            try:
+                host, pid = path.read_text().split()
+                stale = host == socket.gethostname() and not _alive(int(pid))
+            except (OSError, ValueError):
+                stale = False
+            if not stale:
+                raise SpecError(f"another sweep is writing to {str(out)!r} (lock {name} held by "
+                                f"{path.read_text().strip() or 'unknown'}); wait for it or pick another --out") from None
+            path.unlink(missing_ok=True)
+        except OSError as e:
+            raise SpecError(f"cannot write to output directory {str(out)!r}: {e.strerror}") from None
+    else:
+        raise SpecError(f"cannot take the lock {str(path)!r}")
+    try:
+        os.write(fd, me.encode())
+        os.close(fd)
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def read_results(out):
+    """Lazy frame over every result part of a sweep directory (label columns restored)."""
+    return pl.scan_parquet(pathlib.Path(out) / "**" / "*.parquet", hive_partitioning=True)
+
+
+def write_json_atomic(path, obj):
+    write_bytes_atomic(path, (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode())

