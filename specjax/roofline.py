@@ -49,29 +49,30 @@ def effective_context(context, window, windowed):
 
 
 def operator_costs(model, batch, q, context, tp):
-    """FLOPs and bytes per GPU of each operator class, as two arrays of shape (5,).
+    """FLOPs and bytes per GPU of each operator class, as two tuples of 5 scalars.
 
     Order: dense weights, LM head, routed experts, full attention, windowed attention.
+    Tuples, not stacked arrays, so that a vmapped grid fuses into one elementwise loop.
     """
     n = batch * q
     kv_tok = model.kv_elems_per_tok * model.b_kv
     l_full = context
     l_win = effective_context(context, model.window, True)
-    flops = jnp.stack([
+    flops = tuple(f / tp for f in (
         2.0 * n * model.p_dense,
         2.0 * n * model.p_head,
         2.0 * n * model.n_moe_layers * model.top_k * model.p_expert,
         model.n_full_layers * model.attn_flops_per_ctx * n * l_full,
         model.n_window_layers * model.attn_flops_per_ctx * n * l_win,
-    ]) / tp
+    ))
     touched = expected_experts(n, model.n_experts, model.top_k)
-    nbytes = jnp.stack([
+    nbytes = tuple(w / tp for w in (
         model.p_dense * model.b_dense,
         model.p_head * model.b_head,
         model.n_moe_layers * touched * model.p_expert * model.b_expert,
         model.n_full_layers * (batch * kv_tok * l_full + n * kv_tok),
         model.n_window_layers * (batch * kv_tok * l_win + n * kv_tok),
-    ]) / tp
+    ))
     return flops, nbytes
 
 
@@ -103,17 +104,18 @@ def pass_cost(model, hw, batch, q, context, tp=1.0, mode="operator"):
     flops, nbytes = operator_costs(model, batch, q, context, tp)
     f_rate = hw.flops_per_s * hw.flops_efficiency
     w_rate = hw.hbm_bytes_per_s * hw.hbm_efficiency
-    t_math = flops / f_rate
-    t_mem = nbytes / w_rate
+    t_math = [f / f_rate for f in flops]
+    t_mem = [w / w_rate for w in nbytes]
+    t_math_sum, t_mem_sum = sum(t_math), sum(t_mem)
     if mode == "operator":
-        roof = jnp.sum(jnp.maximum(t_math, t_mem))
-        compute_share = jnp.sum(jnp.where(t_math > t_mem, t_math, 0.0))
+        roof = sum(jnp.maximum(a, b) for a, b in zip(t_math, t_mem))
+        compute_share = sum(jnp.where(a > b, a, 0.0) for a, b in zip(t_math, t_mem))
         compute_bound = (compute_share > 0.5 * roof).astype(roof.dtype)
     else:
-        roof = jnp.maximum(jnp.sum(t_math), jnp.sum(t_mem))
-        compute_bound = (jnp.sum(t_math) > jnp.sum(t_mem)).astype(roof.dtype)
+        roof = jnp.maximum(t_math_sum, t_mem_sum)
+        compute_bound = (t_math_sum > t_mem_sum).astype(roof.dtype)
     has_model = (model.p_dense + model.p_head + model.p_expert) > 0
     t_comm = comm_time(model, hw, batch, q, tp) * has_model
     fixed = hw.fixed_overhead_s * has_model
-    return PassCost(t_s=roof + t_comm + fixed, t_math_s=jnp.sum(t_math), t_mem_s=jnp.sum(t_mem),
-                    t_comm_s=t_comm, flops=jnp.sum(flops), bytes=jnp.sum(nbytes), compute_bound=compute_bound)
+    return PassCost(t_s=roof + t_comm + fixed, t_math_s=t_math_sum, t_mem_s=t_mem_sum,
+                    t_comm_s=t_comm, flops=sum(flops), bytes=sum(nbytes), compute_bound=compute_bound)
