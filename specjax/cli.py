@@ -232,7 +232,7 @@ def presets(as_json: Json = False):
     rows = {"models": [], "hardware": []}
     for slug in _models.preset_slugs():
         a = _models.load_architecture(slug)
-        m = _models.target(a)
+        m = _models.eagle_head(a, a) if a.eagle_version else _models.target(a)
         rows["models"].append(dict(slug=slug, total_params_b=round(float(m.total_params) / 1e9, 3),
                                    active_params_b=round(float(m.active_params) / 1e9, 3),
                                    layers=a.n_layers, experts=a.n_experts, top_k=a.top_k,

@@ -26,7 +26,7 @@ def _log_speedup(k, hw, target, draft, dec, mode):
     return jnp.log(step(hw, target, draft, dec.replace(k=k), mode).speedup)
 
 
-def search(hw, target, draft, dec, mode="operator", k_max=16, starts=(1.0, 3.0, 6.0, 12.0), steps=150,
+def search(hw, target, draft, dec, mode="operator", k_max=16, starts=(1.0, 4.0, 10.0), steps=60,
            learning_rate=0.5):
     """k* at the operating point `dec` (its `k` is ignored). Static: mode, k_max, starts, steps."""
     dtype = jnp.result_type(dec.alpha, jnp.float32)
