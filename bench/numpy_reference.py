@@ -21,7 +21,8 @@ def t_pass(m, hw, batch, q, ctx, tp=1.0):
     f_rate = hw["flops_per_s"] * hw["flops_efficiency"]
     w_rate = hw["hbm_bytes_per_s"] * hw["hbm_efficiency"]
     e = m["n_experts"]
-    touched = e * (1.0 - (1.0 - m["top_k"] / e) ** n) if e > 0 else 0.0 * n
+    n_route = q * (1.0 + (1.0 - hw.get("expert_locality", 0.0)) * (batch - 1.0))
+    touched = e * (1.0 - (1.0 - m["top_k"] / e) ** n_route) if e > 0 else 0.0 * n
     l_win = np.minimum(ctx, m["window"])
     ops = [
         (2 * n * m["p_dense"], m["p_dense"] * m["b_dense"]),

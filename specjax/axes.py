@@ -22,6 +22,8 @@ NUMERIC = {
     "flops_efficiency": ("hw", "flops_efficiency", "flops_efficiency", (1e-6, 1)),
     "hbm_efficiency": ("hw", "hbm_efficiency", "hbm_efficiency", (1e-6, 1)),
     "fixed_overhead_s": ("hw", "fixed_overhead_s", "fixed_overhead_s", (0, 1)),
+    "expert_locality": ("hw", "expert_locality", "expert_locality", (0, 1)),
+    "non_overlap": ("hw", "non_overlap", "non_overlap", (0, 1)),
     "n_experts": ("target", "n_experts", "n_experts", (1, 1e6)),
     "top_k": ("target", "top_k", "top_k", (1, 1e6)),
     "expert_granularity": ("target", None, "expert_granularity", (1e-6, 1e6)),

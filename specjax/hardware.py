@@ -34,6 +34,12 @@ class Hardware:
       flops_efficiency: achieved fraction of `flops_per_s` (eta_F).
       hbm_efficiency: achieved fraction of `hbm_bytes_per_s` (eta_W).
       fixed_overhead_s: per forward pass overhead (launches, scheduling), seconds.
+      expert_locality: 0 = sequences route independently (uniform routing, MODEL.md); 1 = all
+        sequences of a batch route identically (e.g. one prompt copied B times). Distinct experts
+        are those of n_eff = q (1 + (1 - lambda)(B - 1)) tokens. Fitted by calibration.
+      non_overlap: sigma in [0, 1]; an operator takes max(t_math, t_mem) + sigma min(t_math, t_mem):
+        0 is the roofline of MODEL.md (perfect overlap), 1 the scaling book's upper bound (sum).
+        Fitted by calibration: real kernels round the roofline's knee.
     """
 
     flops_per_s: float
@@ -44,6 +50,8 @@ class Hardware:
     flops_efficiency: float = 1.0
     hbm_efficiency: float = 1.0
     fixed_overhead_s: float = 0.0
+    expert_locality: float = 0.0
+    non_overlap: float = 0.0
 
     @property
     def critical_intensity(self):
@@ -65,7 +73,10 @@ class HardwareProfile:
     flops_efficiency: float = 1.0
     hbm_efficiency: float = 1.0
     fixed_overhead_s: float = 0.0
+    expert_locality: float = 0.0
+    non_overlap: float = 0.0
     source: str = ""
+    calibrated_for: str = ""
 
     def resolve(self, compute_dtype="bf16", dtype=jnp.float32):
         """Return the kernel pytree for `compute_dtype`, or raise `SpecError` if no peak is known."""
@@ -75,14 +86,16 @@ class HardwareProfile:
         vals = dict(flops_per_s=self.flops_per_s[compute_dtype], hbm_bytes_per_s=self.hbm_bytes_per_s,
                     hbm_bytes=self.hbm_bytes, link_bytes_per_s=self.link_bytes_per_s,
                     link_latency_s=self.link_latency_s, flops_efficiency=self.flops_efficiency,
-                    hbm_efficiency=self.hbm_efficiency, fixed_overhead_s=self.fixed_overhead_s)
+                    hbm_efficiency=self.hbm_efficiency, fixed_overhead_s=self.fixed_overhead_s,
+                    expert_locality=self.expert_locality, non_overlap=self.non_overlap)
         return Hardware(**{k: jnp.asarray(v, dtype) for k, v in vals.items()})
 
 
 _POSITIVE = ("hbm_bytes_per_s", "hbm_bytes", "link_bytes_per_s")
 _OPTIONAL = {"flops_efficiency": (1.0, "0 < x <= 1"), "hbm_efficiency": (1.0, "0 < x <= 1"),
-             "fixed_overhead_s": (0.0, "0 <= x < 1"), "link_latency_s": (5e-6, "0 <= x < 1")}
-_KNOWN = {"name", "source", "flops_per_s", *_POSITIVE, *_OPTIONAL}
+             "fixed_overhead_s": (0.0, "0 <= x < 1"), "link_latency_s": (5e-6, "0 <= x < 1"),
+             "expert_locality": (0.0, "0 <= x <= 1"), "non_overlap": (0.0, "0 <= x <= 1")}
+_KNOWN = {"name", "source", "calibrated_for", "calibration", "flops_per_s", *_POSITIVE, *_OPTIONAL}
 
 
 def _number(data, key, source, allowed, ok):
@@ -114,10 +127,14 @@ def profile_from_dict(data, slug, source):
             raise field_error(f"flops_per_s.{dt}", flops[dt], "FLOP/s (>= 1e6; did you give TFLOP/s?)", source)
     vals = {k: _number(data, k, source, "a finite number > 0", lambda v: v > 0) for k in _POSITIVE}
     for k, (default, allowed) in _OPTIONAL.items():
-        lo_ok = (lambda v: 0 < v <= 1) if "efficiency" in k else (lambda v: 0 <= v < 1)
+        lo_ok = ((lambda v: 0 < v <= 1) if "efficiency" in k else (lambda v: 0 <= v <= 1) if k in ("expert_locality", "non_overlap")
+                 else (lambda v: 0 <= v < 1))
         vals[k] = _number(data, k, source, allowed, lo_ok) if k in data else default
-    return HardwareProfile(name=data["name"], slug=slug, flops_per_s=peaks, source=str(data.get("source", "")),
-                           **vals)
+    for key in ("source", "calibrated_for"):
+        if not isinstance(data.get(key, ""), str):
+            raise field_error(key, data[key], "a string", source)
+    return HardwareProfile(name=data["name"], slug=slug, flops_per_s=peaks, source=data.get("source", ""),
+                           calibrated_for=data.get("calibrated_for", ""), **vals)
 
 
 def preset_slugs():

@@ -48,7 +48,7 @@ def effective_context(context, window, windowed):
     return jnp.where(windowed, jnp.minimum(context, window), context)
 
 
-def operator_costs(model, batch, q, context, tp):
+def operator_costs(model, batch, q, context, tp, expert_locality=0.0):
     """FLOPs and bytes per GPU of each operator class, as two tuples of 5 scalars.
 
     Order: dense weights, LM head, routed experts, full attention, windowed attention.
@@ -65,7 +65,8 @@ def operator_costs(model, batch, q, context, tp):
         model.n_full_layers * model.attn_flops_per_ctx * n * l_full,
         model.n_window_layers * model.attn_flops_per_ctx * n * l_win,
     ))
-    touched = expected_experts(n, model.n_experts, model.top_k)
+    n_route = q * (1.0 + (1.0 - expert_locality) * (batch - 1.0))  # = n for independent routing
+    touched = expected_experts(n_route, model.n_experts, model.top_k)
     nbytes = tuple(w / tp for w in (
         model.p_dense * model.b_dense,
         model.p_head * model.b_head,
@@ -88,6 +89,7 @@ def pass_cost(model, hw, batch, q, context, tp=1.0, mode="operator"):
     """Roofline time of one forward pass of `model` over `batch` sequences x `q` tokens.
 
     T_pass = sum_op max(F_op/(eta_F F), W_op/(eta_W W)) + T_comm + T_fixed  (mode="operator"),
+    (plus sigma * min(...) per operator when the hardware's `non_overlap` sigma > 0; 0 by default),
     or max(sum F/(eta_F F), sum W/(eta_W W)) + T_comm + T_fixed             (mode="pass").
 
     Args:
@@ -101,18 +103,18 @@ def pass_cost(model, hw, batch, q, context, tp=1.0, mode="operator"):
     """
     if mode not in MODES:
         raise ValueError(f"mode={mode!r}; expected one of {MODES}")
-    flops, nbytes = operator_costs(model, batch, q, context, tp)
+    flops, nbytes = operator_costs(model, batch, q, context, tp, hw.expert_locality)
     f_rate = hw.flops_per_s * hw.flops_efficiency
     w_rate = hw.hbm_bytes_per_s * hw.hbm_efficiency
     t_math = [f / f_rate for f in flops]
     t_mem = [w / w_rate for w in nbytes]
     t_math_sum, t_mem_sum = sum(t_math), sum(t_mem)
     if mode == "operator":
-        roof = sum(jnp.maximum(a, b) for a, b in zip(t_math, t_mem))
+        roof = sum(jnp.maximum(a, b) + hw.non_overlap * jnp.minimum(a, b) for a, b in zip(t_math, t_mem))
         compute_share = sum(jnp.where(a > b, a, 0.0) for a, b in zip(t_math, t_mem))
         compute_bound = (compute_share > 0.5 * roof).astype(roof.dtype)
     else:
-        roof = jnp.maximum(t_math_sum, t_mem_sum)
+        roof = jnp.maximum(t_math_sum, t_mem_sum) + hw.non_overlap * jnp.minimum(t_math_sum, t_mem_sum)
         compute_bound = (t_math_sum > t_mem_sum).astype(roof.dtype)
     has_model = (model.p_dense + model.p_head + model.p_expert) > 0
     t_comm = comm_time(model, hw, batch, q, tp) * has_model

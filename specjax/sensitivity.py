@@ -27,6 +27,8 @@ INPUTS = {
     "flops_efficiency": ("hw", ("flops_efficiency",)),
     "hbm_efficiency": ("hw", ("hbm_efficiency",)),
     "fixed_overhead_s": ("hw", ("fixed_overhead_s",)),
+    "expert_locality": ("hw", ("expert_locality",)),
+    "non_overlap": ("hw", ("non_overlap",)),
     "alpha": ("dec", ("alpha",)),
     "k": ("dec", ("k",)),
     "context": ("dec", ("context",)),

@@ -27,11 +27,12 @@ def t_pass(m, hw, batch, q, ctx, tp=1.0, mode="operator"):
     n = batch * q
     kv = m["kv_elems_per_tok"] * m["b_kv"]
     l_win = min(ctx, m["window"])
+    n_route = q * (1.0 + (1.0 - hw.get("expert_locality", 0.0)) * (batch - 1.0))
     ops = [  # (flops, bytes)
         (2 * n * m["p_dense"], m["p_dense"] * m["b_dense"]),
         (2 * n * m["p_head"], m["p_head"] * m["b_head"]),
         (2 * n * m["n_moe_layers"] * m["top_k"] * m["p_expert"],
-         m["n_moe_layers"] * distinct_experts(n, m["n_experts"], m["top_k"]) * m["p_expert"] * m["b_expert"]),
+         m["n_moe_layers"] * distinct_experts(n_route, m["n_experts"], m["top_k"]) * m["p_expert"] * m["b_expert"]),
     ]
     for layers, l_eff in ((m["n_full_layers"], ctx), (m["n_window_layers"], l_win)):
         ops.append((layers * m["attn_flops_per_ctx"] * n * l_eff, layers * (batch * kv * l_eff + n * kv)))

@@ -133,7 +133,7 @@ def test_pass_cost_matches_reference(slug, mode):
     for _ in range(12):
         hw = hw64(rng.choice(["h100-sxm", "h200", "mi300x", "a100-80gb", "b200"]),
                   flops_efficiency=rng.uniform(0.3, 1), hbm_efficiency=rng.uniform(0.5, 1),
-                  fixed_overhead_s=rng.choice([0.0, 1e-4]))
+                  fixed_overhead_s=rng.choice([0.0, 1e-4]), expert_locality=rng.choice([0.0, 0.3, 1.0]))
         b, q, L, tp = rng.integers(1, 2048), rng.integers(1, 9), rng.uniform(0, 32768), rng.choice([1, 2, 8])
         got = pass_cost(m, hw, F64(b), F64(q), F64(L), F64(tp), mode).t_s
         want = ref.t_pass(ref.as_floats(m), ref.as_floats(hw), b, q, L, tp, mode)
@@ -296,3 +296,17 @@ def test_moe_with_all_experts_routed_equals_dense():
         a = pass_cost(moe, hw, F64(b), F64(q), F64(2048.0), mode="pass").t_s
         d = pass_cost(dense, hw, F64(b), F64(q), F64(2048.0), mode="pass").t_s
         assert float(a) == pytest.approx(float(d), rel=1e-12)
+
+
+def test_expert_locality_limits():
+    """lambda = 1: all B sequences route alike, so a verify pass touches the experts of k+1 tokens."""
+    m, hw = model64("gpt-oss-120b"), hw64()
+    same = hw.replace(expert_locality=F64(1.0))
+    t_local = pass_cost(m, same, F64(64.0), F64(4.0), F64(1000.0)).t_s
+    t_one = pass_cost(m, hw, F64(1.0), F64(4.0), F64(1000.0))
+    t_indep = pass_cost(m, hw, F64(64.0), F64(4.0), F64(1000.0)).t_s
+    assert float(t_local) < float(t_indep)
+    _, w_local = __import__("specjax").roofline.operator_costs(m, F64(64.0), F64(4.0), F64(1000.0), F64(1.0), F64(1.0))
+    _, w_one = __import__("specjax").roofline.operator_costs(m, F64(1.0), F64(4.0), F64(1000.0), F64(1.0), F64(0.0))
+    assert float(w_local[2]) == pytest.approx(float(w_one[2]), rel=1e-12)  # same expert bytes as 1 sequence
+    assert float(t_one.t_s) > 0
