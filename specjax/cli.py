@@ -340,6 +340,98 @@ def calibrate(csv: Csv,
 
 
 @app.command()
+def plot(kind: Annotated[str, typer.Argument(help="speedup | crossover-map | sensitivity | roofline | optimal-k | "
+                                                  "validation")],
+         out: Annotated[str, typer.Option(help="Output path without suffix; writes .png and .svg.")] = "figure",
+         source: Annotated[Optional[str], typer.Option(
+             "--from", help="Sweep output directory (speedup, crossover-map) or measurements CSV (validation).")] = None,
+         target: Annotated[Optional[list[str]], typer.Option(help="Target(s) when plotting from model flags.")] = None,
+         hardware: Annotated[Optional[list[str]], typer.Option("--hardware", help="Hardware preset(s)/file(s).")] = None,
+         drafter: Drafter = "ratio", draft: Draft = None, draft_cost: DraftCost = None, tp: Tp = 1, k: K = 2,
+         alpha: Annotated[Optional[list[float]], typer.Option(help="Acceptance rate(s).")] = None,
+         context: Context = 2048.0, kv_dtype: KvDtype = None, roofline: Roof = "operator",
+         batch: Annotated[Optional[list[float]], typer.Option(help="Batches (roofline; default grids otherwise).")] = None,
+         x: Annotated[Optional[str], typer.Option(help="crossover-map: column on the x axis.")] = None,
+         y: Annotated[Optional[str], typer.Option(help="crossover-map: column on the y axis.")] = None,
+         as_json: Json = False):
+    """Draw a figure (PNG and SVG) from a sweep directory or from model flags."""
+    import numpy as np
+
+    from . import plots
+
+    if kind not in plots.KINDS:
+        raise SpecError(f"kind={kind!r}; expected one of {', '.join(plots.KINDS)}")
+    alphas = alpha or [0.814]
+    for a in alphas:
+        if not 0 <= a <= 1:
+            raise SpecError(f"alpha={a!r}; expected 0 <= alpha <= 1")
+
+    def scenarios():
+        if not target or not hardware:
+            raise SpecError(f"plot {kind} needs --from DIR or model flags (--target and --hardware)")
+        return {f"{t}@{pathlib.Path(h).stem}" if len(hardware) > 1 else t:
+                Scenario(target=t, hardware=h, drafter=drafter, draft=draft, draft_cost=draft_cost, tp=tp, k=k,
+                         alpha=alphas[0], context=context, kv_dtype=kv_dtype, roofline=roofline)
+                for t in target for h in hardware}
+
+    if kind in ("speedup", "crossover-map") and source:
+        if not pathlib.Path(source).is_dir():
+            raise SpecError(f"--from {source!r}: not a sweep output directory")
+        df = plots.from_sweep(source)
+        if kind == "speedup":
+            if "speedup" not in df.columns or "batch_seqs" not in df.columns:
+                raise SpecError(f"--from {source!r}: plot speedup needs a sweep with a batch axis and no reduction")
+            fig, data = plots.speedup_figure(df)
+        else:
+            if "crossover_batch" not in df.columns:
+                raise SpecError(f"--from {source!r}: plot crossover-map needs a sweep with reduce.kind = 'crossover'")
+            for name, v in (("x", x), ("y", y)):
+                if v not in df.columns:
+                    raise SpecError(f"{name}={v!r}; expected a column of the sweep: {', '.join(df.columns)}")
+            fig, data = plots.crossover_map_figure(df, x, y)
+    elif kind == "speedup":
+        fig, data = plots.speedup_figure(plots.speedup_grid(scenarios(), np.geomspace(1, 4096, 97)))
+    elif kind == "crossover-map":
+        raise SpecError("plot crossover-map needs --from DIR (a sweep with reduce.kind = 'crossover')")
+    elif kind == "sensitivity":
+        res = {label: api.sensitivity(sc)["elasticities"] for label, sc in scenarios().items()}
+        fig, data = plots.sensitivity_figure(res)
+    elif kind == "roofline":
+        (label, sc), = list(scenarios().items())[:1]
+        hw_, tgt, _, _ = sc.build()
+        fig, data = plots.roofline_figure(hw_, tgt, batch or [1, 64, 1024], float(k), context, float(tp), label)
+    elif kind == "optimal-k":
+        (label, sc), = list(scenarios().items())[:1]
+        grid = plots.optimal_k_grid(sc, alpha or [0.5, 0.6, 0.7, 0.8, 0.9], np.geomspace(1, 4096, 49))
+        fig, data = plots.optimal_k_figure(grid, title=f"Best draft length k*: {label}")
+    else:  # validation
+        from . import measured
+        from . import validate as _validate
+
+        if not source:
+            raise SpecError("plot validation needs --from FILE.csv (measurements)")
+        df, _ = _validate.evaluate(measured.load(source), None, roofline)
+        fig, data = plots.validation_figure(df)
+    paths = plots.save(fig, out)
+    if as_json:
+        _print_json(dict(files=[str(p) for p in paths], rows=data.height, columns=data.columns))
+    else:
+        print(f"wrote {', '.join(str(p) for p in paths)} ({data.height} data rows)")
+
+
+@app.command()
+def report(spec_file: Annotated[str, typer.Argument(metavar="SPEC", help="Sweep spec (TOML).")],
+           out: Annotated[str, typer.Option(help="Report directory (index.html, figures/, data/).")] = "out/report",
+           resume: Annotated[bool, typer.Option(help="Reuse finished chunks of an earlier run.")] = False):
+    """Run a sweep and write a self-contained HTML report with figures, key numbers and assumptions."""
+    from . import report as _report
+    from . import spec as _spec
+
+    path = _report.write(_spec.load(spec_file), out, resume=resume)
+    print(f"wrote {path}")
+
+
+@app.command()
 def presets(as_json: Json = False):
     """List model and hardware presets with their key numbers."""
     rows = {"models": [], "hardware": []}

@@ -54,9 +54,8 @@ class Row:
 
     @property
     def source(self):
-        """Short label of where the row comes from (the URL's host and first path part)."""
-        parts = self.source_url.split("/")
-        return "/".join(parts[2:4]) if len(parts) > 3 else self.source_url
+        """Short label of where the row comes from (the URL without its scheme)."""
+        return self.source_url.split("://", 1)[-1].removeprefix("www.")
 
     def scenario(self, hardware=None):
         return Scenario(target=self.target, hardware=hardware or self.hardware, drafter=self.drafter,

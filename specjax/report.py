@@ -1,0 +1,120 @@
+"""`specjax report SPEC --out DIR`: run a sweep and write a self-contained, offline index.html.
+
+Figures are inline SVG (no scripts, no network), key numbers are HTML tables, and the
+assumptions (spec text, hardware and model presets with their sources, package versions) are
+printed in full, so the page can be archived and read anywhere.
+"""
+
+import datetime
+import html
+import pathlib
+
+import polars as pl
+
+from . import hardware as _hw
+from . import io, models, plots, summary, sweep
+from .axes import NUMERIC, column
+
+CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;font-size:13px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}pre{background:#f7f7f7;padding:1em;overflow:auto}
+figure{margin:1.5em 0}.t{overflow-x:auto}figcaption{font-size:13px;color:#555}h1{font-size:1.6em}h2{margin-top:1.6em}"""
+
+
+def _table(df, digits=4):
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
+    body = []
+    for row in df.iter_rows():
+        cells = []
+        for v in row:
+            if isinstance(v, float):
+                v = f"{v:.{digits}g}"
+            cells.append(f"<td>{html.escape(str(v) if v is not None else '–')}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<div class='t'><table><tr>{head}</tr>{''.join(body)}</table></div>"
+
+
+def _svg(fig, out_dir, name):
+    png, svg = plots.save(fig, out_dir / name)
+    text = svg.read_text()
+    return text[text.index("<svg"):]
+
+
+def figures(df, spec, out_dir):
+    """(caption, inline svg) for each figure the grid supports."""
+    figs = []
+    cols = df.columns
+    varying = [column(n) for n in NUMERIC if column(n) in cols and df[column(n)].n_unique() > 1]
+    if "speedup" in cols and "batch_seqs" in cols:
+        fig, _ = plots.speedup_figure(df)
+        figs.append(("Speedup vs batch. Dots: crossover batch B*; dashed and shaded: the batch does not fit in "
+                     "memory with the drafter.", _svg(fig, out_dir, "speedup")))
+    if "crossover_batch" in cols and len(varying) >= 2:
+        for (h, p), g in df.group_by(["hardware", "pair"], maintain_order=True):
+            fig, _ = plots.crossover_map_figure(g, varying[0], varying[1], title=f"Crossover batch B*: {h}, {p}")
+            figs.append((f"Crossover batch over {varying[0]} x {varying[1]} ({h}, {p}); median over other axes.",
+                         _svg(fig, out_dir, f"crossover-{h}-{p}")))
+    elast = [c for c in cols if c.startswith("elasticity_")]
+    if elast:
+        res = {}
+        for (p,), g in df.group_by(["pair"], maintain_order=True):
+            res[p] = {c.removeprefix("elasticity_"): g[c].median() for c in elast}
+        fig, _ = plots.sensitivity_figure(res)
+        figs.append(("Median elasticity of the crossover batch per input (over the grid).",
+                     _svg(fig, out_dir, "sensitivity")))
+    if "k_star" in cols and "batch_seqs" in cols and "alpha" in cols:
+        for (h, p), g in df.group_by(["hardware", "pair"], maintain_order=True):
+            kd = g.group_by("alpha", "batch_seqs").agg(pl.col("k_star").median(), pl.col("speedup_k_star").median())
+            kd = kd.rename({"batch_seqs": "batch", "speedup_k_star": "speedup"})
+            fig, _ = plots.optimal_k_figure(kd, title=f"Best draft length k*: {h}, {p}")
+            figs.append((f"Optimal draft length vs batch ({h}, {p}).", _svg(fig, out_dir, f"optimal-k-{h}-{p}")))
+    return figs
+
+
+def write(spec, out, *, resume=False):
+    """Run the sweep into OUT/data and write OUT/index.html; returns the html path."""
+    out = pathlib.Path(out)
+    data_dir = out / "data"
+    sweep.run(spec, data_dir, overwrite=not resume, resume=resume)
+    df = io.read_results(data_dir).collect()
+    figs = figures(df, spec, out / "figures")
+    summ = summary.summarize(data_dir)
+    hw_rows = []
+    for h in spec.hardware:
+        p = _hw.load(h)
+        hw_rows.append(dict(hardware=p.slug, name=p.name, bf16_tflops=p.flops_per_s.get("bf16", 0) / 1e12,
+                            hbm_tb_s=p.hbm_bytes_per_s / 1e12, hbm_gb=p.hbm_bytes / 1e9,
+                            flops_efficiency=p.flops_efficiency, hbm_efficiency=p.hbm_efficiency,
+                            fixed_overhead_s=p.fixed_overhead_s, source=p.source))
+    model_rows = []
+    for pair in spec.pairs:
+        for role, slug in (("target", pair.target), ("draft", pair.draft)):
+            if not slug:
+                continue
+            a = models.load_architecture(slug)
+            m = models.eagle_head(a, a) if a.eagle_version else models.target(a)
+            info = models.preset_info(slug) if slug in models.preset_slugs() else {}
+            model_rows.append(dict(pair=pair.label, role=role, model=slug, total_params_b=float(m.total_params) / 1e9,
+                                   active_params_b=float(m.active_params) / 1e9, weights=f"{a.weight_dtype}/"
+                                   f"{a.expert_dtype}", source=info.get("source_url", slug)))
+    parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>specjax report: "
+             f"{html.escape(spec.name)}</title><style>{CSS}</style></head><body>",
+             f"<h1>specjax report: {html.escape(spec.name)}</h1>",
+             f"<p>{html.escape(spec.description)}</p>",
+             f"<p>{spec.rows:,} rows ({spec.points:,} configurations), reduction <b>{spec.reduce}</b>, roofline "
+             f"<b>{spec.roofline}</b>, compute dtype {spec.compute_dtype}. Generated "
+             f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC. Data: <code>data/</code> "
+             "(Parquet, hive-partitioned).</p>", "<h2>Key numbers</h2>", _table(summ)]
+    parts.append("<h2>Figures</h2>")
+    for cap, svg in figs:
+        parts.append(f"<figure>{svg}<figcaption>{html.escape(cap)}</figcaption></figure>")
+    parts += ["<h2>Assumptions</h2><h3>Hardware</h3>", _table(pl.DataFrame(hw_rows)), "<h3>Models</h3>",
+              _table(pl.DataFrame(model_rows)),
+              "<p>Pure roofline (MODEL.md): per-operator max(FLOPs / peak, bytes / bandwidth) scaled by the "
+              "achieved fractions above; uniform MoE routing; i.i.d. acceptance; two ring all-reduces per layer "
+              "under tensor parallelism; memory budget 0.9 x HBM unless the spec says otherwise.</p>",
+              "<h3>Sweep spec</h3>", f"<pre>{html.escape(spec.text)}</pre>", "<h3>Versions</h3>",
+              _table(pl.DataFrame([io.versions()])), "</body></html>"]
+    path = out / "index.html"
+    io.write_bytes_atomic(path, "\n".join(parts).encode())
+    return path

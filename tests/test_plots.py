@@ -1,0 +1,142 @@
+"""Every plot kind rendered from a tiny sweep or model flags: valid PNG/SVG of sensible size, and
+the data behind each figure matches the grid. The HTML report opens in headless Chromium."""
+
+import os
+import pathlib
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import polars as pl
+import pytest
+
+from specjax import io, plots, spec, sweep
+from specjax.cli import main
+
+ROOT = pathlib.Path(__file__).parents[1]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def check_files(base):
+    png, svg = pathlib.Path(f"{base}.png"), pathlib.Path(f"{base}.svg")
+    data = png.read_bytes()
+    assert data[:8] == PNG_MAGIC and 10_000 < len(data) < 2_000_000
+    w, h = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert 500 < w < 3000 and 400 < h < 3000
+    root = ET.fromstring(svg.read_text())
+    assert root.tag.endswith("svg") and len(svg.read_text()) > 5_000
+
+
+@pytest.fixture(scope="module")
+def seed_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("seed")
+    sweep.run(spec.load(ROOT / "sweeps" / "seed.toml"), out)
+    return out
+
+
+def run(args):
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    return e.value.code
+
+
+def test_speedup_plot_data_matches_grid(seed_dir, tmp_path):
+    df = io.read_results(seed_dir).collect()
+    fig, data = plots.speedup_figure(df)
+    plots.save(fig, tmp_path / "s")
+    check_files(tmp_path / "s")
+    llama = data.filter(pl.col("series").str.contains("llama"))
+    grid = df.filter(pl.col("pair") == "llama-3-70b+ratio").sort("batch_seqs")
+    assert llama["max_speedup"][0] == pytest.approx(grid["speedup"].max())
+    assert llama["crossover_batch"][0] == pytest.approx(222.35, rel=0.01)  # interpolated on the 241-point grid
+    assert llama["first_infeasible_batch"][0] == 1.0  # does not fit at all
+    oss = data.filter(pl.col("series").str.contains("gpt-oss"))
+    assert 1400 < oss["first_infeasible_batch"][0] < 1600
+    assert run(["plot", "speedup", "--from", str(seed_dir), "--out", str(tmp_path / "cli")]) == 0
+    check_files(tmp_path / "cli")
+
+
+def test_crossover_map(tmp_path):
+    text = (ROOT / "sweeps" / "dense_vs_moe.toml").read_text().replace('"qwen3-30b-a3b"', '"gpt-oss-20b"')
+    s = spec.from_text(text.replace("[8, 16, 32, 64, 128, 256, 512, 1024]", "[16, 64, 256]"), "x.toml")
+    sweep.run(s, tmp_path / "d")
+    df = io.read_results(tmp_path / "d").collect().filter(pl.col("pair").str.starts_with("gpt-oss-120b"))
+    fig, data = plots.crossover_map_figure(df, "n_experts", "top_k")
+    plots.save(fig, tmp_path / "m")
+    check_files(tmp_path / "m")
+    want = df.filter(pl.col("status") == "crosses").group_by("n_experts", "top_k").agg(
+        pl.col("crossover_batch").median()).sort("n_experts", "top_k")
+    assert data.equals(want)
+    assert run(["plot", "crossover-map", "--from", str(tmp_path / "d"), "--x", "n_experts", "--y", "alpha",
+                "--out", str(tmp_path / "cli")]) == 0
+    check_files(tmp_path / "cli")
+
+
+def test_sensitivity_roofline_optimal_k_validation_from_flags(tmp_path):
+    flags = ["--hardware", "h200", "--draft-cost", "0.145", "--kv-dtype", "fp8", "--roofline", "pass"]
+    assert run(["plot", "sensitivity", "--target", "llama-3-70b", "--target", "gpt-oss-120b", *flags,
+                "--out", str(tmp_path / "sens")]) == 0
+    check_files(tmp_path / "sens")
+    from specjax import api, seed
+
+    res = {s: api.sensitivity(sc)["elasticities"] for s, sc in seed.scenarios().items()}
+    _, data = plots.sensitivity_figure(res)
+    row = data.filter((pl.col("scenario") == "gpt-oss-120b") & (pl.col("input") == "alpha"))
+    assert row["elasticity"][0] == pytest.approx(res["gpt-oss-120b"]["alpha"])
+    assert run(["plot", "roofline", "--target", "gpt-oss-120b", *flags, "--batch", "1", "--batch", "512",
+                "--out", str(tmp_path / "roof")]) == 0
+    check_files(tmp_path / "roof")
+    from specjax.scenario import Scenario
+
+    sc = Scenario(target="gpt-oss-120b", hardware="h200", draft_cost=0.145, alpha=0.8, kv_dtype="fp8")
+    hw, tgt, _, _ = sc.build()
+    _, roof = plots.roofline_figure(hw, tgt, [1, 512], 2.0, 2048.0)
+    dense = roof.filter((pl.col("operator") == "dense weights") & (pl.col("pass_kind") == "decode"))
+    # dense weights at batch 1: 2 FLOP per param per token over 2 bytes per param (bf16) = intensity 1
+    assert dense.filter(pl.col("batch") == 1)["intensity"][0] == pytest.approx(1.0, rel=1e-5)
+    assert dense.filter(pl.col("batch") == 512)["intensity"][0] == pytest.approx(512.0, rel=1e-5)
+    assert run(["plot", "optimal-k", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "eagle",
+                "--draft", "eagle3-llama-3.1-8b", "--alpha", "0.6", "--alpha", "0.9",
+                "--out", str(tmp_path / "k")]) == 0
+    check_files(tmp_path / "k")
+    assert run(["plot", "validation", "--from", str(ROOT / "data" / "measured" / "public.csv"),
+                "--out", str(tmp_path / "v")]) == 0
+    check_files(tmp_path / "v")
+
+
+def test_plot_bad_input(tmp_path, capsys):
+    assert run(["plot", "pie", "--out", str(tmp_path / "x")]) == 2
+    assert "kind='pie'" in capsys.readouterr().err
+    assert run(["plot", "speedup", "--from", str(tmp_path / "nope")]) == 2
+    assert "not a sweep output directory" in capsys.readouterr().err
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(not CHROMIUM and os.environ.get("CI") != "true", reason="chromium not installed (CI installs it)")
+def test_report_opens_in_headless_chromium(tmp_path):
+    assert CHROMIUM, "CI must have Debian's chromium (.ci/run installs it)"
+    out = tmp_path / "report"
+    assert run(["report", str(ROOT / "sweeps" / "seed.toml"), "--out", str(out)]) == 0
+    page = out / "index.html"
+    text = page.read_text()
+    # offline: no scripts, stylesheets or images fetched from anywhere
+    assert "<script" not in text and "<link" not in text and 'src="http' not in text and "<img" not in text
+    assert text.count("<svg") >= 2 and "Key numbers" in text and "Assumptions" in text
+    shot = tmp_path / "shot.png"
+    r = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                        f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0",
+                        "--window-size=1200,1600", f"--screenshot={shot}", page.as_uri()],
+                       capture_output=True, text=True, timeout=120)
+    assert shot.exists(), r.stderr[-2000:]
+    console_errors = [ln for ln in r.stderr.splitlines() if "CONSOLE" in ln and ("ERROR" in ln or "Uncaught" in ln)]
+    assert not console_errors, console_errors
+    import matplotlib.image as mpimg
+
+    img = mpimg.imread(shot)
+    gray = img[..., :3].mean(axis=2)
+    assert gray.std() > 0.05 and (gray < 0.5).mean() > 0.005  # not blank: text and lines drawn
+    assert np.isfinite(gray).all()
