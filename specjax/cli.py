@@ -42,6 +42,8 @@ CDtype = Annotated[str, typer.Option(help="Compute dtype whose peak FLOP/s appli
 Roof = Annotated[str, typer.Option(help="operator (per-operator roofline) | pass (one roofline per pass).")]
 MemFrac = Annotated[float, typer.Option(help="Usable fraction of HBM.")]
 Json = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+IgnoreMem = Annotated[bool, typer.Option("--ignore-memory", help="Evaluate even if the weights do not fit in "
+                                                               "tp x HBM (pure roofline, as many blog posts do).")]
 
 
 def _version(value: bool):
@@ -56,9 +58,14 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_version, 
     """specjax: a roofline model of speculative decoding."""
 
 
-def _scenario(**kw):
+def _scenario(ignore_memory=False, **kw):
     kw["draft_cost"] = kw.pop("draft_cost", None)
-    return Scenario(**kw)
+    sc = Scenario(**kw)
+    if not ignore_memory:
+        msg = sc.memory_error()
+        if msg:
+            raise SpecError(msg)
+    return sc
 
 
 def _print_json(obj):
@@ -78,7 +85,8 @@ def point(target: Target, hardware: Hw, batch: Annotated[float, typer.Option(hel
           drafter: Drafter = "ratio", draft: Draft = None, draft_cost: DraftCost = None, tp: Tp = 1, k: K = 2,
           alpha: Alpha = None, accepted_length: Tau = None, context: Context = 2048.0, weight_dtype: WDtype = None,
           expert_dtype: EDtype = None, kv_dtype: KvDtype = None, compute_dtype: CDtype = "bf16",
-          roofline: Roof = "operator", memory_fraction: MemFrac = 0.9, as_json: Json = False):
+          roofline: Roof = "operator", memory_fraction: MemFrac = 0.9, ignore_memory: IgnoreMem = False,
+          as_json: Json = False):
     """Speedup, step times, throughputs and memory at one operating point."""
     sc = _scenario(**{k_: v for k_, v in locals().items() if k_ != "as_json"})
     r = api.point(sc)
@@ -95,7 +103,7 @@ def crossover(target: Target, hardware: Hw, drafter: Drafter = "ratio", draft: D
               expert_dtype: EDtype = None, kv_dtype: KvDtype = None, compute_dtype: CDtype = "bf16",
               roofline: Roof = "operator", memory_fraction: MemFrac = 0.9,
               batch_max: Annotated[float, typer.Option(help="Largest batch searched.", min=2)] = 65536.0,
-              as_json: Json = False):
+              ignore_memory: IgnoreMem = False, as_json: Json = False):
     """Smallest batch at which speculation stops paying (S(B) < 1)."""
     sc = _scenario(**{k_: v for k_, v in locals().items() if k_ not in ("as_json", "batch_max")})
     c = api.crossover(sc, batch_max)
@@ -112,7 +120,7 @@ def sensitivity(target: Target, hardware: Hw, drafter: Drafter = "ratio", draft:
                 expert_dtype: EDtype = None, kv_dtype: KvDtype = None, compute_dtype: CDtype = "bf16",
                 roofline: Roof = "operator", memory_fraction: MemFrac = 0.9,
                 batch_max: Annotated[float, typer.Option(help="Largest batch searched.", min=2)] = 65536.0,
-                as_json: Json = False):
+                ignore_memory: IgnoreMem = False, as_json: Json = False):
     """What moves the crossover batch: elasticities (%% change of B* per %% change of each input)."""
     sc = _scenario(**{k_: v for k_, v in locals().items() if k_ not in ("as_json", "batch_max")})
     r = api.sensitivity(sc, batch_max)
@@ -138,7 +146,7 @@ def optimize(target: Target, hardware: Hw, drafter: Drafter = "ratio", draft: Dr
              batch: Annotated[Optional[list[float]], typer.Option(help="Batches to optimise at (repeatable).")] = None,
              k_max: Annotated[int, typer.Option(help="Largest draft length considered.", min=1, max=64)] = 16,
              batch_max: Annotated[float, typer.Option(help="Largest batch searched.", min=2)] = 65536.0,
-             as_json: Json = False):
+             ignore_memory: IgnoreMem = False, as_json: Json = False):
     """Best draft length k* at each batch, and the batch beyond which speculation should be off."""
     sc = _scenario(**{k_: v for k_, v in locals().items() if k_ not in ("as_json", "batch_max", "batch", "k_max")})
     batches = batch or [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]

@@ -11,7 +11,7 @@ import json
 import math
 import pathlib
 
-from .errors import SpecError, field_error
+from .errors import SpecError, field_error, read_text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -225,12 +225,7 @@ def from_dict(cfg, name="model", source="config.json"):
 def load_json(path):
     """Read and parse a config.json, turning every failure into a one-line `SpecError`."""
     path = pathlib.Path(path)
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise SpecError(f"model config {str(path)!r} not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise SpecError(f"cannot read model config {str(path)!r}: {str(e).splitlines()[0]}") from None
+    text = read_text(path, "model config", 4 << 20)
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:

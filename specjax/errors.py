@@ -19,3 +19,25 @@ def unknown_name(kind, name, known, source=None):
     hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(sorted(known))}"
     where = f" in {source}" if source else ""
     return SpecError(f"unknown {kind} {name!r}{where}{hint}")
+
+
+def read_text(path, kind, max_bytes=1 << 20):
+    """Read a UTF-8 text file of at most `max_bytes`, or raise a one-line `SpecError` naming it."""
+    import pathlib
+
+    p = pathlib.Path(path)
+    try:
+        size = p.stat().st_size
+        if size > max_bytes:
+            raise SpecError(f"{kind} {str(p)!r} is {size:,} bytes; expected at most {max_bytes:,}")
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise SpecError(f"{kind} {str(p)!r} not found") from None
+    except IsADirectoryError:
+        raise SpecError(f"{kind} {str(p)!r} is a directory; expected a file") from None
+    except OSError as e:
+        raise SpecError(f"cannot read {kind} {str(p)!r}: {e.strerror or e}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SpecError(f"{kind} {str(p)!r} is not UTF-8 text (invalid byte at offset {e.start})") from None

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 
 from ._pytree import pytree_dataclass
 from .dtypes import COMPUTE_DTYPES
-from .errors import SpecError, field_error, unknown_name
+from .errors import SpecError, field_error, read_text, unknown_name
 
 PRESET_DIR = pathlib.Path(__file__).parent / "presets" / "hardware"
 
@@ -152,10 +152,9 @@ def load(name_or_path):
         slug = str(name_or_path)
     else:
         slug = path.stem
+    text = read_text(path, "hardware file", 1 << 20)
     try:
-        data = tomllib.loads(path.read_bytes().decode("utf-8"))
-    except FileNotFoundError:
-        raise SpecError(f"hardware file {str(path)!r} not found") from None
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError, OSError) as e:
-        raise SpecError(f"cannot read hardware file {str(path)!r}: {str(e).splitlines()[0]}") from None
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"cannot read hardware file {str(path)!r}: malformed TOML: {str(e).splitlines()[0]}") from None
     return profile_from_dict(data, slug, str(path))

@@ -20,7 +20,7 @@ import polars as pl
 from . import hardware as _hw
 from . import models as _models
 from .dtypes import BYTES_PER_ELEMENT, canonical
-from .errors import SpecError
+from .errors import SpecError, read_text
 from .scenario import Scenario
 from .speculative import Decode
 
@@ -64,7 +64,7 @@ class Row:
 
 
 def _err(path, line, col, value, allowed):
-    return SpecError(f"{path} line {line}, column {col}: {value!r}; expected {allowed}")
+    return SpecError(f"{path} line {line}, column {col}: {value if value is not None else ''!r}; expected {allowed}")
 
 
 def _number(path, line, col, raw, allowed, ok, integer=False, optional=False):
@@ -88,20 +88,9 @@ def _known(value, slugs):
 def load(path):
     """Read and validate a measurements CSV; returns a list of `Row`."""
     p = pathlib.Path(path)
+    text = read_text(p, "measurements file", MAX_BYTES)
     try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise SpecError(f"measurements file {str(p)!r} not found") from None
-    except OSError as e:
-        raise SpecError(f"cannot read measurements file {str(p)!r}: {e.strerror}") from None
-    if len(raw) > MAX_BYTES:
-        raise SpecError(f"measurements file {str(p)!r} is {len(raw)} bytes; expected under {MAX_BYTES}")
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise SpecError(f"measurements file {str(p)!r} is not UTF-8 (byte {e.start})") from None
-    try:
-        df = pl.read_csv(raw, infer_schema=False, truncate_ragged_lines=False)
+        df = pl.read_csv(text.encode(), infer_schema=False, truncate_ragged_lines=False)
     except Exception as e:  # polars raises several types for malformed CSV
         raise SpecError(f"malformed CSV {str(p)!r}: {str(e).splitlines()[0]}") from None
     missing = [c for c in COLUMNS if c not in df.columns]

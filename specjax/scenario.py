@@ -22,6 +22,20 @@ DRAFTERS = ("model", "eagle", "mtp", "ngram", "ratio")
 K_MAX = 64
 
 
+def check_tp(arch, tp, name, source=None):
+    """Tensor parallelism shards heads and FFN widths: each must divide by tp (KV heads may be
+    replicated when there are fewer than tp)."""
+    if arch.n_heads % tp:
+        raise field_error("tp", tp, f"a divisor of the {arch.n_heads} attention heads of {name}", source)
+    kv = arch.n_kv_heads
+    if (kv >= tp and kv % tp) or (kv < tp and tp % kv):
+        raise field_error("tp", tp, f"a divisor or multiple of the {kv} KV heads of {name}", source)
+    if arch.n_moe_layers and arch.expert_width % tp:
+        raise field_error("tp", tp, f"a divisor of the expert width {arch.expert_width} of {name}", source)
+    if arch.n_dense_ffn_layers and arch.dense_ffn_width % tp:
+        raise field_error("tp", tp, f"a divisor of the FFN width {arch.dense_ffn_width} of {name}", source)
+
+
 def _num(name, v, allowed, ok, source):
     if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not ok(v):
         raise field_error(name, v, allowed, source)
@@ -59,7 +73,7 @@ class Scenario:
             raise field_error("roofline", self.roofline, f"one of {', '.join(MODES)}", src)
         if self.compute_dtype not in COMPUTE_DTYPES:
             raise field_error("compute_dtype", self.compute_dtype, f"one of {', '.join(COMPUTE_DTYPES)}", src)
-        _num("batch", self.batch, "a number >= 1 (sequences)", lambda v: v >= 1, src)
+        _num("batch", self.batch, "1 <= batch <= 1e8 (sequences)", lambda v: 1 <= v <= 1e8, src)
         _num("k", self.k, f"0 <= k <= {K_MAX} (draft tokens per step)", lambda v: 0 <= v <= K_MAX, src)
         _num("context", self.context, "0 <= context <= 1e8 (tokens)", lambda v: 0 <= v <= 1e8, src)
         _num("tp", self.tp, "an integer >= 1 (GPUs per replica)", lambda v: v >= 1 and float(v).is_integer(), src)
@@ -79,6 +93,18 @@ class Scenario:
             _num("draft_cost", self.draft_cost, "0 <= c <= 10 (draft pass / target pass)",
                  lambda v: 0 <= v <= 10, src)
 
+    def memory_error(self):
+        """A message if the weights of target and drafter alone exceed tp x HBM x memory_fraction, else None."""
+        hw, tgt, draft, _ = self.build()
+        weights = float(tgt.weight_bytes + draft.weight_bytes)
+        budget = self.tp * float(hw.hbm_bytes) * self.memory_fraction
+        if weights <= budget:
+            return None
+        return (f"the weights of {self.target}" + (f" + {self.draft}" if self.draft else "")
+                + f" ({weights / 1e9:.1f} GB) do not fit in tp={self.tp} x {float(hw.hbm_bytes) / 1e9:.0f} GB x "
+                f"memory_fraction={self.memory_fraction:g} = {budget / 1e9:.1f} GB; expected weights <= budget "
+                "(raise --tp, lower --weight-dtype, or pass --ignore-memory)")
+
     def resolved_alpha(self):
         """alpha, solved from the accepted length where that was given."""
         if self.alpha is not None:
@@ -89,15 +115,16 @@ class Scenario:
         """Load presets and return `(Hardware, target Model, draft Model, Decode)` pytrees."""
         hw = _hw.load(self.hardware).resolve(self.compute_dtype, dtype)
         arch = _models.load_architecture(self.target)
-        if arch.n_heads % self.tp:
-            raise field_error("tp", self.tp, f"a divisor of the {arch.n_heads} attention heads of {self.target}",
-                              self.source)
+        check_tp(arch, self.tp, self.target, self.source)
         dts = dict(weight_dtype=self.weight_dtype, kv_dtype=self.kv_dtype, dtype=dtype)
         tgt = _models.target(arch, expert_dtype=self.expert_dtype, **dts)
         if self.drafter == "model":
-            draft = _models.target(_models.load_architecture(self.draft), **dts)
+            draft_arch = _models.load_architecture(self.draft)
+            check_tp(draft_arch, self.tp, self.draft, self.source)
+            draft = _models.target(draft_arch, **dts)
         elif self.drafter == "eagle":
             head = _models.load_architecture(self.draft)
+            check_tp(head, self.tp, self.draft, self.source)
             draft = _models.eagle_head(head, arch, **dts)
         elif self.drafter == "mtp":
             if not arch.mtp_layers:

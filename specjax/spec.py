@@ -18,7 +18,7 @@ import numpy as np
 
 from . import axes as _axes
 from .dtypes import canonical
-from .errors import SpecError, field_error, unknown_name
+from .errors import SpecError, field_error, read_text, unknown_name
 from .scenario import DRAFTERS, Scenario
 from .sensitivity import INPUTS as SENSITIVITY_INPUTS
 
@@ -291,19 +291,7 @@ def from_text(text, source="<spec>"):
 def load(path):
     """Read a sweep spec file (UTF-8 TOML) and validate it."""
     p = pathlib.Path(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise SpecError(f"sweep spec {str(p)!r} not found") from None
-    except OSError as e:
-        raise SpecError(f"cannot read sweep spec {str(p)!r}: {e.strerror}") from None
-    if len(raw) > 1 << 20:
-        raise field_error("size", f"{len(raw)} bytes", "a spec file under 1 MiB", str(p))
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise SpecError(f"sweep spec {str(p)!r} is not UTF-8 (byte {e.start})") from None
-    return from_text(text, str(p))
+    return from_text(read_text(p, "sweep spec", 1 << 20), str(p))
 
 
 def fmt_int(n):

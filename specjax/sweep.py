@@ -231,6 +231,9 @@ def run(spec, out, *, resume=False, overwrite=False, n_devices=None, process_id=
     with io.locked(out, lock_name):
         spec_file = out / "_spec.toml"
         existing = preflight(spec, out, resume, overwrite and process_id == 0, num_processes)
+        if num_processes == 1:  # we hold the only lock: temporaries of a killed writer are garbage
+            for f in out.glob("**/.*.tmp-*"):
+                f.unlink(missing_ok=True)
         if overwrite and process_id == 0:
             for f in existing:
                 f.unlink()

@@ -4,10 +4,8 @@ multiple processes, interruption and resume, metadata, and bad specs."""
 import json
 import os
 import pathlib
-import signal
 import subprocess
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
@@ -135,54 +133,6 @@ def test_two_processes_union_equals_one(tmp_path):
     mans = [json.loads((tmp_path / "multi" / f"_manifest.{i}.json").read_text()) for i in range(2)]
     assert sum(m["chunks_written"] for m in mans) == 8 and all(m["chunks_written"] == 4 for m in mans)
     assert_same(canonical(tmp_path / "multi"), canonical(tmp_path / "single"))
-
-
-KILL_SPEC = """
-name = "killme"
-hardware = ["h100-sxm", "h200"]
-chunk_size = 40
-[[pairs]]
-target = "qwen3-30b-a3b"
-drafter = "model"
-draft = "qwen3-0.6b"
-[fixed]
-k = 3
-[axes]
-batch = { start = 1, stop = 2048, num = 40, scale = "log" }
-alpha = { start = 0.3, stop = 0.95, num = 30 }
-context = [512, 4096, 32768]
-[optimize]
-k_max = 8
-"""
-
-
-@pytest.mark.parametrize("kill_after_parts", [1, 9])
-def test_kill_and_resume_equals_uninterrupted(tmp_path, kill_after_parts):
-    spec_path = tmp_path / "kill.toml"
-    spec_path.write_text(KILL_SPEC)
-    out = tmp_path / "killed"
-    p = subprocess.Popen([sys.executable, "-m", "specjax", "sweep", str(spec_path), "--out", str(out), "--quiet"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.time() + 240
-    while len(list(out.glob("hardware=*/pair=*/part-*.parquet"))) < kill_after_parts and time.time() < deadline:
-        if p.poll() is not None:
-            break
-        time.sleep(0.01)
-    p.send_signal(signal.SIGKILL)
-    p.wait()
-    parts = list(out.glob("hardware=*/pair=*/part-*.parquet"))
-    assert 0 < len(parts) < 180, "kill must land mid-run"
-    for f in parts:  # every visible file is complete
-        pl.read_parquet(f)
-    again = specjax("sweep", str(spec_path), "--out", str(out))
-    assert again.returncode == 2 and "--resume" in again.stderr
-    res = specjax("sweep", str(spec_path), "--out", str(out), "--resume", "--quiet", "--json")
-    assert res.returncode == 0, res.stderr
-    assert json.loads(res.stdout)["chunks_skipped"] >= len(parts) - 0
-    clean = specjax("sweep", str(spec_path), "--out", str(tmp_path / "clean"), "--quiet")
-    assert clean.returncode == 0
-    assert_same(canonical(out), canonical(tmp_path / "clean"))
-    assert not list(out.rglob(".*tmp*")) or all(f.stat().st_size >= 0 for f in out.rglob(".*tmp*"))
 
 
 BAD_SPECS = [  # (top-level lines, [fixed] lines, [axes] lines, extra sections, expected message)

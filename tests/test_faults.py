@@ -1,0 +1,125 @@
+"""Faults during sweeps: full disk, unwritable output, concurrent writers, kills at random points."""
+
+import errno
+import pathlib
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import polars as pl
+import pytest
+
+from specjax import io, spec, sweep
+from specjax.errors import SpecError
+from sweep_helpers import assert_same, canonical, specjax
+
+DATA = pathlib.Path(__file__).parent / "data"
+
+
+def test_full_disk_keeps_earlier_results_and_resumes(tmp_path_factory, monkeypatch):
+    s = spec.load(DATA / "tiny.toml")
+    tmp_path, clean = tmp_path_factory.mktemp("full"), tmp_path_factory.mktemp("clean")
+    real = pl.DataFrame.write_parquet
+    calls = {"n": 0}
+
+    def failing(self, file, **kw):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            pathlib.Path(file).write_bytes(b"PAR1 half a file")  # a partial temporary, as a full disk leaves
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, file, **kw)
+
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", failing)
+    with pytest.raises(SpecError, match="No space left on device"):
+        sweep.run(s, tmp_path)
+    parts = sorted(tmp_path.glob("hardware=*/pair=*/part-*.parquet"))
+    assert len(parts) == 3
+    for p in parts:
+        pl.read_parquet(p)  # intact
+    assert not list(tmp_path.rglob(".*tmp*")), "temporary files are removed"
+    assert not (tmp_path / io.LOCK).exists() and not (tmp_path / "_manifest.json").exists()
+    monkeypatch.setattr(pl.DataFrame, "write_parquet", real)
+    res = sweep.run(s, tmp_path, resume=True)
+    assert res["chunks_skipped"] == 3 and res["chunks_written"] == 5
+    sweep.run(s, clean)
+    assert_same(canonical(tmp_path), canonical(clean))
+
+
+def test_unwritable_output_directory(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    r = specjax("sweep", str(DATA / "tiny.toml"), "--out", str(blocker / "out"))
+    assert r.returncode == 2 and "cannot create output directory" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and blocker.read_text() == "not a directory"
+
+
+def test_two_concurrent_sweeps_do_not_corrupt(tmp_path):
+    out = tmp_path / "shared"
+    spec_path = tmp_path / "slow.toml"
+    spec_path.write_text((DATA / "tiny.toml").read_text().replace("chunk_size = 7", "chunk_size = 1"))
+    procs = [subprocess.Popen([sys.executable, "-m", "specjax", "sweep", str(spec_path), "--out", str(out), "--quiet"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    results = [p.communicate(timeout=300) + (p.returncode,) for p in procs]
+    codes = sorted(r[2] for r in results)
+    assert codes == [0, 2], results
+    refused = next(r for r in results if r[2] == 2)[1]
+    assert "another sweep is writing" in refused or "holds an earlier sweep" in refused
+    clean = specjax("sweep", str(spec_path), "--out", str(tmp_path / "clean"), "--quiet")
+    assert clean.returncode == 0
+    assert_same(canonical(out), canonical(tmp_path / "clean"))  # sibling directories, not nested
+
+
+KILL_SPEC = """
+name = "killme"
+hardware = ["h100-sxm", "h200"]
+chunk_size = 50
+[[pairs]]
+target = "qwen3-30b-a3b"
+drafter = "model"
+draft = "qwen3-0.6b"
+[fixed]
+k = 3
+[axes]
+batch = { start = 1, stop = 2048, num = 40, scale = "log" }
+alpha = { start = 0.3, stop = 0.95, num = 30 }
+context = [512, 4096, 32768]
+[optimize]
+k_max = 8
+"""
+
+
+@pytest.fixture(scope="module")
+def clean_run(tmp_path_factory):
+    d = tmp_path_factory.mktemp("clean")
+    (d / "kill.toml").write_text(KILL_SPEC)
+    r = specjax("sweep", str(d / "kill.toml"), "--out", str(d / "out"), "--quiet")
+    assert r.returncode == 0, r.stderr
+    return d / "kill.toml", canonical(d / "out")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_sigkill_at_random_point_then_resume_is_identical(tmp_path, clean_run, seed):
+    spec_path, want = clean_run
+    out = tmp_path / "killed"
+    rng = random.Random(seed)
+    target_parts = rng.randint(1, 120)
+    p = subprocess.Popen([sys.executable, "-m", "specjax", "sweep", str(spec_path), "--out", str(out), "--quiet"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 240
+    while time.time() < deadline and p.poll() is None:
+        if len(list(out.glob("hardware=*/pair=*/part-*.parquet"))) >= target_parts:
+            break
+        time.sleep(0.005)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    parts = list(out.glob("hardware=*/pair=*/part-*.parquet"))
+    assert len(parts) < 144, "the kill must land before the end"
+    for f in parts:
+        pl.read_parquet(f)
+    res = specjax("sweep", str(spec_path), "--out", str(out), "--resume", "--quiet")  # stale lock taken over
+    assert res.returncode == 0, res.stderr
+    assert_same(canonical(out), want)
+    assert not list(out.rglob(".*.tmp-*")), "a killed writer's temporaries are removed on resume"
+    assert io.read_results(out).select(pl.len()).collect().item() == want.height
