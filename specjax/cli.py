@@ -5,6 +5,8 @@ table, or one JSON object with `--json`. Bad input: one line on stderr, exit cod
 """
 
 import dataclasses
+import functools
+import inspect
 import json
 import pathlib
 import sys
@@ -72,6 +74,14 @@ def _print_json(obj):
     print(json.dumps(obj, allow_nan=False))
 
 
+def _emit(result, as_json):
+    """One JSON object, or a two-column table of the same keys."""
+    if as_json:
+        _print_json(result)
+    else:
+        _table(list(result.items()))
+
+
 def _table(rows):
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
@@ -80,50 +90,52 @@ def _table(rows):
         print(f"{k:<{width}}  {v}")
 
 
-@app.command()
-def point(target: Target, hardware: Hw, batch: Annotated[float, typer.Option(help="Decode batch (sequences).")],
-          drafter: Drafter = "ratio", draft: Draft = None, draft_cost: DraftCost = None, tp: Tp = 1, k: K = 2,
-          alpha: Alpha = None, accepted_length: Tau = None, context: Context = 2048.0, weight_dtype: WDtype = None,
-          expert_dtype: EDtype = None, kv_dtype: KvDtype = None, compute_dtype: CDtype = "bf16",
-          roofline: Roof = "operator", memory_fraction: MemFrac = 0.9, ignore_memory: IgnoreMem = False,
+_MODEL_FLAGS = [  # (name, annotation, default): the operating point, shared by the model commands
+    ("target", Target, inspect.Parameter.empty), ("hardware", Hw, inspect.Parameter.empty),
+    ("drafter", Drafter, "ratio"), ("draft", Draft, None), ("draft_cost", DraftCost, None), ("tp", Tp, 1),
+    ("k", K, 2), ("alpha", Alpha, None), ("accepted_length", Tau, None), ("context", Context, 2048.0),
+    ("weight_dtype", WDtype, None), ("expert_dtype", EDtype, None), ("kv_dtype", KvDtype, None),
+    ("compute_dtype", CDtype, "bf16"), ("roofline", Roof, "operator"), ("memory_fraction", MemFrac, 0.9),
+    ("ignore_memory", IgnoreMem, False)]
+BatchMax = Annotated[float, typer.Option(help="Largest batch searched.", min=2)]
+
+
+def model_command(fn):
+    """Register `fn(model, **own)` as a command taking the shared model flags plus its own options;
+    the model flags arrive as one dict `model`."""
+    kw_only = inspect.Parameter.KEYWORD_ONLY
+    shared = [inspect.Parameter(n, kw_only, annotation=a, default=d) for n, a, d in _MODEL_FLAGS]
+    own = [p.replace(kind=kw_only) for p in inspect.signature(fn, eval_str=True).parameters.values()
+           if p.name != "model"]
+    names = {n for n, _, _ in _MODEL_FLAGS}
+
+    @functools.wraps(fn)
+    def command(**kw):
+        return fn({k_: kw.pop(k_) for k_ in list(kw) if k_ in names}, **kw)
+
+    command.__signature__ = inspect.Signature(shared + own)
+    command.__annotations__ = {p.name: p.annotation for p in shared + own}
+    del command.__wrapped__
+    return app.command(name=fn.__name__)(command)
+
+
+@model_command
+def point(model, batch: Annotated[float, typer.Option(help="Decode batch (sequences).")],
           as_json: Json = False):
     """Speedup, step times, throughputs and memory at one operating point."""
-    sc = _scenario(**{k_: v for k_, v in locals().items() if k_ != "as_json"})
-    r = api.point(sc)
-    if as_json:
-        _print_json(r)
-    else:
-        _table(list(r.items()))
+    _emit(api.point(_scenario(batch=batch, **model)), as_json)
 
 
-@app.command()
-def crossover(target: Target, hardware: Hw, drafter: Drafter = "ratio", draft: Draft = None,
-              draft_cost: DraftCost = None, tp: Tp = 1, k: K = 2, alpha: Alpha = None,
-              accepted_length: Tau = None, context: Context = 2048.0, weight_dtype: WDtype = None,
-              expert_dtype: EDtype = None, kv_dtype: KvDtype = None, compute_dtype: CDtype = "bf16",
-              roofline: Roof = "operator", memory_fraction: MemFrac = 0.9,
-              batch_max: Annotated[float, typer.Option(help="Largest batch searched.", min=2)] = 65536.0,
-              ignore_memory: IgnoreMem = False, as_json: Json = False):
+@model_command
+def crossover(model, batch_max: BatchMax = 65536.0, as_json: Json = False):
     """Smallest batch at which speculation stops paying (S(B) < 1)."""
-    sc = _scenario(**{k_: v for k_, v in locals().items() if k_ not in ("as_json", "batch_max")})
-    c = api.crossover(sc, batch_max)
-    if as_json:
-        _print_json(c)
-    else:
-        _table(list(c.items()))
+    _emit(api.crossover(_scenario(**model), batch_max), as_json)
 
 
-@app.command()
-def sensitivity(target: Target, hardware: Hw, drafter: Drafter = "ratio", draft: Draft = None,
-                draft_cost: DraftCost = None, tp: Tp = 1, k: K = 2, alpha: Alpha = None,
-                accepted_length: Tau = None, context: Context = 2048.0, weight_dtype: WDtype = None,
-                expert_dtype: EDtype = None, kv_dtype: KvDtype = None, compute_dtype: CDtype = "bf16",
-                roofline: Roof = "operator", memory_fraction: MemFrac = 0.9,
-                batch_max: Annotated[float, typer.Option(help="Largest batch searched.", min=2)] = 65536.0,
-                ignore_memory: IgnoreMem = False, as_json: Json = False):
+@model_command
+def sensitivity(model, batch_max: BatchMax = 65536.0, as_json: Json = False):
     """What moves the crossover batch: elasticities (%% change of B* per %% change of each input)."""
-    sc = _scenario(**{k_: v for k_, v in locals().items() if k_ not in ("as_json", "batch_max")})
-    r = api.sensitivity(sc, batch_max)
+    r = api.sensitivity(_scenario(**model), batch_max)
     if as_json:
         _print_json(r)
         return
@@ -136,19 +148,14 @@ def sensitivity(target: Target, hardware: Hw, drafter: Drafter = "ratio", draft:
         print(f"{name:<18} {e:>11.4f} {r['derivatives'][name]:>14.6g}")
 
 
-@app.command()
-def optimize(target: Target, hardware: Hw, drafter: Drafter = "ratio", draft: Draft = None,
-             draft_cost: DraftCost = None, tp: Tp = 1, alpha: Alpha = None, accepted_length: Tau = None,
-             k: Annotated[int, typer.Option("--k", help="Draft length the accepted length was measured at.")] = 2,
-             context: Context = 2048.0, weight_dtype: WDtype = None, expert_dtype: EDtype = None,
-             kv_dtype: KvDtype = None, compute_dtype: CDtype = "bf16", roofline: Roof = "operator",
-             memory_fraction: MemFrac = 0.9,
+@model_command
+def optimize(model,
              batch: Annotated[Optional[list[float]], typer.Option(help="Batches to optimise at (repeatable).")] = None,
              k_max: Annotated[int, typer.Option(help="Largest draft length considered.", min=1, max=64)] = 16,
-             batch_max: Annotated[float, typer.Option(help="Largest batch searched.", min=2)] = 65536.0,
-             ignore_memory: IgnoreMem = False, as_json: Json = False):
-    """Best draft length k* at each batch, and the batch beyond which speculation should be off."""
-    sc = _scenario(**{k_: v for k_, v in locals().items() if k_ not in ("as_json", "batch_max", "batch", "k_max")})
+             batch_max: BatchMax = 65536.0, as_json: Json = False):
+    """Best draft length k* at each batch, and the batch beyond which speculation should be off.
+    (--k only matters with --accepted-length: the draft length tau was measured at.)"""
+    sc = _scenario(**model)
     batches = batch or [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
     bad = [b for b in batches if not 1 <= b <= 1e7]
     if bad:

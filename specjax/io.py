@@ -38,29 +38,16 @@ def _tmp(path):
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
 
 
-def write_bytes_atomic(path, data):
-    """Write `data` to `path` via a hidden temporary and a rename (atomic on POSIX)."""
-    path = pathlib.Path(path)
-    tmp = _tmp(path)
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise SpecError(f"cannot write {str(path)!r}: {e.strerror or e}") from None
+def _atomic(path, write):
+    """Run `write(tmp)` on a hidden temporary beside `path`, fsync it and rename it into place.
 
-
-def write_parquet_atomic(df, path, meta):
-    """Write a polars DataFrame as Parquet with string key-value metadata, atomically."""
+    On any OS error (full disk, no permission) the temporary is removed and a `SpecError` names
+    the file; an earlier file at `path` is left as it was."""
     path = pathlib.Path(path)
     tmp = _tmp(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        df.write_parquet(tmp, compression="zstd", statistics=True, metadata=meta)
+        write(tmp)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -68,6 +55,16 @@ def write_parquet_atomic(df, path, meta):
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise SpecError(f"cannot write {str(path)!r}: {e.strerror or e}") from None
+
+
+def write_bytes_atomic(path, data):
+    """Write `data` to `path` atomically (POSIX rename)."""
+    _atomic(path, lambda tmp: pathlib.Path(tmp).write_bytes(data))
+
+
+def write_parquet_atomic(df, path, meta):
+    """Write a polars DataFrame as Parquet with string key-value metadata, atomically."""
+    _atomic(path, lambda tmp: df.write_parquet(tmp, compression="zstd", statistics=True, metadata=meta))
 
 
 def part_path(out, hardware, pair_label, chunk):
