@@ -157,7 +157,7 @@ def fit(rows, *, mode="operator", fit_locality=False, fit_overlap=True, hbm_effi
         if not has_times:
             v["hbm_efficiency"] = float(hbm_efficiency)
         values[h] = v
-        profiles[h] = dataclasses.replace(base, calibrated_for=h, **v)
+        profiles[h] = base.with_rates(calibrated_for=h, **v)
     return Calibration(profiles=profiles, values=values, train_series=train, heldout_series=held,
                        loss_history=np.asarray(hist), fit_fields=fit_fields)
 

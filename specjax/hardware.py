@@ -19,6 +19,7 @@ from .dtypes import COMPUTE_DTYPES
 from .errors import SpecError, field_error, read_text, unknown_name
 
 PRESET_DIR = pathlib.Path(__file__).parent / "presets" / "hardware"
+DEFAULT_LINK_LATENCY_S = 5e-6  # per all-reduce when a file gives none (not in the hardware sources)
 
 
 @pytree_dataclass
@@ -59,42 +60,48 @@ class Hardware:
         return (self.flops_per_s * self.flops_efficiency) / (self.hbm_bytes_per_s * self.hbm_efficiency)
 
 
+RATES = tuple(f for f in Hardware.field_names if f != "flops_per_s")  # the scalar keys of a hardware file
+DEFAULTS = {f.name: f.default for f in dataclasses.fields(Hardware) if f.default is not dataclasses.MISSING}
+
+
 @dataclasses.dataclass(frozen=True)
 class HardwareProfile:
-    """A hardware file as read: a label, the peak per compute dtype, the rest as in `Hardware`."""
+    """A hardware file as read: labels, the peak FLOP/s per compute dtype, and `rates`, the other
+    `Hardware` fields by name (readable as attributes: `profile.hbm_bytes_per_s`)."""
 
     name: str
     slug: str
     flops_per_s: dict
-    hbm_bytes_per_s: float
-    hbm_bytes: float
-    link_bytes_per_s: float
-    link_latency_s: float
-    flops_efficiency: float = 1.0
-    hbm_efficiency: float = 1.0
-    fixed_overhead_s: float = 0.0
-    expert_locality: float = 0.0
-    non_overlap: float = 0.0
+    rates: dict
     source: str = ""
     calibrated_for: str = ""
+
+    def __getattr__(self, key):
+        rates = self.__dict__.get("rates", {})
+        if key in rates:
+            return rates[key]
+        raise AttributeError(key)
+
+    def with_rates(self, **kw):
+        """A copy with some rates replaced (e.g. calibrated efficiencies)."""
+        unknown = set(kw) - set(RATES) - {"calibrated_for", "name", "source"}
+        if unknown:
+            raise KeyError(f"not a hardware rate: {sorted(unknown)}")
+        labels = {k: kw.pop(k) for k in ("calibrated_for", "name", "source") if k in kw}
+        return dataclasses.replace(self, rates={**self.rates, **kw}, **labels)
 
     def resolve(self, compute_dtype="bf16", dtype=jnp.float32):
         """Return the kernel pytree for `compute_dtype`, or raise `SpecError` if no peak is known."""
         if compute_dtype not in self.flops_per_s:
             raise field_error("compute_dtype", compute_dtype,
                               f"a dtype with a peak on {self.slug}: {', '.join(self.flops_per_s)}")
-        vals = dict(flops_per_s=self.flops_per_s[compute_dtype], hbm_bytes_per_s=self.hbm_bytes_per_s,
-                    hbm_bytes=self.hbm_bytes, link_bytes_per_s=self.link_bytes_per_s,
-                    link_latency_s=self.link_latency_s, flops_efficiency=self.flops_efficiency,
-                    hbm_efficiency=self.hbm_efficiency, fixed_overhead_s=self.fixed_overhead_s,
-                    expert_locality=self.expert_locality, non_overlap=self.non_overlap)
+        vals = dict(self.rates, flops_per_s=self.flops_per_s[compute_dtype])
         return Hardware(**{k: jnp.asarray(v, dtype) for k, v in vals.items()})
 
 
 _POSITIVE = ("hbm_bytes_per_s", "hbm_bytes", "link_bytes_per_s")
-_OPTIONAL = {"flops_efficiency": (1.0, "0 < x <= 1"), "hbm_efficiency": (1.0, "0 < x <= 1"),
-             "fixed_overhead_s": (0.0, "0 <= x < 1"), "link_latency_s": (5e-6, "0 <= x < 1"),
-             "expert_locality": (0.0, "0 <= x <= 1"), "non_overlap": (0.0, "0 <= x <= 1")}
+_OPTIONAL = {"flops_efficiency": "0 < x <= 1", "hbm_efficiency": "0 < x <= 1", "fixed_overhead_s": "0 <= x < 1",
+             "link_latency_s": "0 <= x < 1", "expert_locality": "0 <= x <= 1", "non_overlap": "0 <= x <= 1"}
 _KNOWN = {"name", "source", "calibrated_for", "calibration", "flops_per_s", *_POSITIVE, *_OPTIONAL}
 
 
@@ -126,15 +133,16 @@ def profile_from_dict(data, slug, source):
         if peaks[dt] < 1e6:
             raise field_error(f"flops_per_s.{dt}", flops[dt], "FLOP/s (>= 1e6; did you give TFLOP/s?)", source)
     vals = {k: _number(data, k, source, "a finite number > 0", lambda v: v > 0) for k in _POSITIVE}
-    for k, (default, allowed) in _OPTIONAL.items():
+    for k, allowed in _OPTIONAL.items():
+        default = DEFAULTS.get(k, DEFAULT_LINK_LATENCY_S)
         lo_ok = ((lambda v: 0 < v <= 1) if "efficiency" in k else (lambda v: 0 <= v <= 1) if k in ("expert_locality", "non_overlap")
                  else (lambda v: 0 <= v < 1))
         vals[k] = _number(data, k, source, allowed, lo_ok) if k in data else default
     for key in ("source", "calibrated_for"):
         if not isinstance(data.get(key, ""), str):
             raise field_error(key, data[key], "a string", source)
-    return HardwareProfile(name=data["name"], slug=slug, flops_per_s=peaks, source=data.get("source", ""),
-                           calibrated_for=data.get("calibrated_for", ""), **vals)
+    return HardwareProfile(name=data["name"], slug=slug, flops_per_s=peaks, rates=vals, source=data.get("source", ""),
+                           calibrated_for=data.get("calibrated_for", ""))
 
 
 def preset_slugs():

@@ -101,7 +101,7 @@ def _synthetic_rows(true, with_times, noise, seed=0):
     import jax
 
     rng = np.random.default_rng(seed)
-    prof = dataclasses.replace(hardware.load("h100-sxm"), **true)
+    prof = hardware.load("h100-sxm").with_rates(**true)
     base = measured.Row(line=0, series="", target="", drafter="ngram", draft=None, hardware="h100-sxm", tp=1,
                         batch=1.0, k=3, alpha=0.6, tau=None, context=500.0, weight_dtype="bf16", speedup=1.0,
                         metric="throughput", source_url="synthetic")

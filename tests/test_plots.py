@@ -140,3 +140,24 @@ def test_report_opens_in_headless_chromium(tmp_path):
     gray = img[..., :3].mean(axis=2)
     assert gray.std() > 0.05 and (gray < 0.5).mean() > 0.005  # not blank: text and lines drawn
     assert np.isfinite(gray).all()
+
+
+def test_optimal_k_and_validation_data_match_their_sources(tmp_path):
+    from specjax import api, measured, validate
+    from specjax.scenario import Scenario
+
+    sc = Scenario(target="llama-3.1-8b", hardware="h100-sxm", drafter="eagle", draft="eagle3-llama-3.1-8b", alpha=0.7)
+    grid = plots.optimal_k_grid(sc, [0.6, 0.9], [1.0, 64.0, 512.0])
+    fig, data = plots.optimal_k_figure(grid)
+    plots.save(fig, tmp_path / "k")
+    check_files(tmp_path / "k")
+    want = api.optimize(__import__("dataclasses").replace(sc, alpha=0.9), [1.0, 64.0, 512.0])["k_star_by_batch"]
+    got = data.filter(pl.col("alpha") == pl.lit(0.9, pl.Float32)).sort("batch")
+    assert got["k_star"].to_list() == [r["k_star"] for r in want]
+    rows = measured.load(ROOT / "data" / "measured" / "public.csv")[:40]
+    table, _ = validate.evaluate(rows)
+    fig, data = plots.validation_figure({"a": table, "b": table})
+    plots.save(fig, tmp_path / "v")
+    check_files(tmp_path / "v")
+    assert data.height == 80 and data.filter(pl.col("panel") == "a")["predicted_speedup"].to_list() == \
+        table["predicted_speedup"].to_list()
