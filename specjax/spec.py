@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import math
 import pathlib
+import re
 import tomllib
 
 import numpy as np
@@ -28,6 +29,7 @@ TOP_KEYS = {"name", "description", "roofline", "compute_dtype", "chunk_size", "e
 PAIR_KEYS = {"target", "drafter", "draft", "draft_cost", "weight_dtype", "expert_dtype", "kv_dtype", "label"}
 FIXED_STR = {"weight_dtype", "expert_dtype", "kv_dtype"}
 MAX_AXIS = 10_000_000
+LABEL = re.compile(r"[A-Za-z0-9._+-]{1,120}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,7 +173,10 @@ def _pair(raw, i, src):
             raise field_error(f"{field}.{key}", raw.get(key), "a string", src)
     if raw["drafter"] not in DRAFTERS:
         raise field_error(f"{field}.drafter", raw["drafter"], f"one of {', '.join(DRAFTERS)}", src)
-    label = raw.get("label") or "+".join(x for x in (raw["target"], raw["drafter"], raw.get("draft")) if x)
+    names = (raw["target"], raw["drafter"], raw.get("draft"))
+    label = raw.get("label") or "+".join(pathlib.Path(x).stem if x.endswith(".json") else x for x in names if x)
+    if not isinstance(label, str) or not LABEL.fullmatch(label):
+        raise field_error(f"{field}.label", label, "letters, digits and . _ + - only (a directory name)", src)
     return Pair(**{k: raw.get(k) for k in PAIR_KEYS - {"label"}}, label=label)
 
 

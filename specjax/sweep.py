@@ -116,12 +116,31 @@ class Plan:
 
     chunk: int
     n_devices: int
-    chunks: tuple  # (global chunk id, combo index, start row)
     rows_per_combo: int
+    n_combos: int
+    process_id: int = 0
+    num_processes: int = 1
+
+    @property
+    def per_combo(self):
+        return int(math.ceil(self.rows_per_combo / self.chunk))
+
+    @property
+    def chunks(self):
+        """This process's chunks, lazily: (global chunk id, combo index, start row)."""
+        for gid in range(self.process_id, self.per_combo * self.n_combos, self.num_processes):
+            combo, j = divmod(gid, self.per_combo)
+            yield gid, combo, j * self.chunk
 
     @property
     def n_chunks(self):
-        return len(self.chunks)
+        total = self.per_combo * self.n_combos
+        return len(range(self.process_id, total, self.num_processes))
+
+    @property
+    def rows(self):
+        """Rows this process evaluates (the last chunk of each combination may be short)."""
+        return sum(min(self.chunk, self.rows_per_combo - start) for _, _, start in self.chunks)
 
 
 def plan(spec, n_devices=None, process_id=0, num_processes=1):
@@ -132,10 +151,12 @@ def plan(spec, n_devices=None, process_id=0, num_processes=1):
     rows = spec.rows_per_combo
     chunk = min(spec.chunk_size, rows)
     chunk = int(math.ceil(chunk / n_dev) * n_dev)
-    per_combo = int(math.ceil(rows / chunk))
-    all_chunks = [(c * per_combo + j, c, j * chunk) for c in range(len(spec.combos)) for j in range(per_combo)]
-    mine = tuple(ch for ch in all_chunks if ch[0] % num_processes == process_id)
-    return Plan(chunk=chunk, n_devices=n_dev, chunks=mine, rows_per_combo=rows)
+    return Plan(chunk=chunk, n_devices=n_dev, rows_per_combo=rows, n_combos=len(spec.combos), process_id=process_id,
+                num_processes=num_processes)
+
+
+def _index_dtype():
+    return jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
 
 
 def _dtype():
@@ -153,7 +174,7 @@ def _inputs(spec, combo):
 def memory_estimate(spec, p):
     """XLA's compiled memory figures for one chunk (bytes): arguments, outputs and temporaries."""
     values, hw, tgt, draft, dec = _inputs(spec, 0)
-    idx = jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
+    idx = _index_dtype()
     kern = _kernel(p.chunk, p.n_devices, spec_static(spec))
     compiled = kern.lower(jnp.asarray(0, idx), jnp.asarray(p.rows_per_combo, idx), values, hw, tgt, draft,
                           dec).compile()
@@ -243,10 +264,10 @@ def run(spec, out, *, resume=False, overwrite=False, n_devices=None, process_id=
         meta_base = {"specjax_spec": spec.text, "specjax_spec_sha256": spec.sha256,
                      "specjax_versions": json.dumps(io.versions()), "specjax_reduce": spec.reduce}
         kern = _kernel(p.chunk, p.n_devices, spec_static(spec))
-        idx = jnp.int64 if jax.config.jax_enable_x64 else jnp.int32
+        idx = _index_dtype()
         t0 = time.perf_counter()
         done_rows, skipped, written = 0, 0, 0
-        total_rows = sum(min(p.chunk, p.rows_per_combo - start) for _, _, start in p.chunks)
+        total_rows = p.rows if p.n_chunks < 1_000_000 else spec.rows // num_processes
         inputs_cache = {}
         for gid, combo, start in p.chunks:
             hw_name, pair = spec.combos[combo]
@@ -282,10 +303,12 @@ def run(spec, out, *, resume=False, overwrite=False, n_devices=None, process_id=
 
 def dry_run(spec, n_devices=None, num_processes=1):
     """What a run would do: points, rows, chunks, output bytes, compiled memory peak."""
+    if not jax.config.jax_enable_x64 and spec.rows_per_combo >= 2**31:
+        raise SpecError(f"{spec.rows_per_combo} rows per combination need 64-bit indices; run with --x64")
     p = plan(spec, n_devices, 0, 1)
-    values, *_ = _inputs(spec, 0)
+    idx = _index_dtype()
     sample = _frame(spec, jax.device_get(_kernel(1 * p.n_devices, p.n_devices, spec_static(spec))(
-        jnp.asarray(0, jnp.int32), jnp.asarray(max(p.rows_per_combo, 1), jnp.int32), *_inputs(spec, 0))), 1)
+        jnp.asarray(0, idx), jnp.asarray(max(p.rows_per_combo, 1), idx), *_inputs(spec, 0))), 1)
     n_cols = len(sample.columns)
     mem = memory_estimate(spec, p)
     return dict(points=spec.points, rows=spec.rows, combos=len(spec.combos), chunks=p.n_chunks, chunk_size=p.chunk,

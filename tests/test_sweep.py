@@ -190,3 +190,17 @@ def test_lock_refuses_second_writer(tmp_path):
     (tmp_path / io.LOCK).write_text(f"{__import__('socket').gethostname()} 999999")  # stale: taken over
     sweep.run(s, tmp_path)
     assert not (tmp_path / io.LOCK).exists()
+
+
+def test_more_than_2_31_rows_needs_x64(tmp_path):
+    p = tmp_path / "huge.toml"
+    p.write_text('hardware = ["h100-sxm"]\nchunk_size = 1048576\n[[pairs]]\ntarget = "llama-3.1-8b"\n'
+                 'drafter = "ngram"\n[axes]\nbatch = { start = 1, stop = 4096, num = 4096, scale = "log" }\n'
+                 "alpha = { start = 0.0, stop = 1.0, num = 4096 }\ncontext = { start = 0, stop = 131072, num = 512 }\n")
+    r = specjax("sweep", str(p), "--dry-run", "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and "need 64-bit indices; run with --x64" in r.stderr
+    r = specjax("sweep", str(p), "--dry-run", "--x64", "--json", "--out", str(tmp_path / "o"))
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["points"] == 4096 * 4096 * 512 and d["chunks"] == 8192 and d["est_peak_rss_bytes"] < 2e9
+    assert not (tmp_path / "o").exists()
