@@ -48,7 +48,8 @@ def main():
     p = sweep.plan(s)
     values, hw, tgt, draft, dec = sweep._inputs(s, 0)
     kern = sweep._kernel(p.chunk, p.n_devices, sweep.spec_static(s))
-    run = lambda: jax.block_until_ready(kern(jnp.asarray(0, jnp.int32), jnp.asarray(p.rows_per_combo, jnp.int32),  # noqa: E731
+    idx = sweep._index_dtype()
+    run = lambda: jax.block_until_ready(kern(jnp.asarray(0, idx), jnp.asarray(p.rows_per_combo, idx),  # noqa: E731
                                              values, hw, tgt, draft, dec))
     run()
     t1 = time.perf_counter()

@@ -26,7 +26,7 @@ from .sensitivity import INPUTS as SENSITIVITY_INPUTS
 REDUCE = ("none", "crossover", "best_k", "max_speedup")
 TOP_KEYS = {"name", "description", "roofline", "compute_dtype", "chunk_size", "experts_hold", "hardware", "pairs",
             "fixed", "axes", "reduce", "sensitivity", "optimize"}
-PAIR_KEYS = {"target", "drafter", "draft", "draft_cost", "weight_dtype", "expert_dtype", "kv_dtype", "label"}
+PAIR_KEYS = {"target", "drafter", "draft", "draft_cost", "weight_dtype", "expert_dtype", "kv_dtype", "label", "tp"}
 FIXED_STR = {"weight_dtype", "expert_dtype", "kv_dtype"}
 MAX_AXIS = 10_000_000
 LABEL = re.compile(r"[A-Za-z0-9._+-]{1,120}")
@@ -43,6 +43,7 @@ class Pair:
     weight_dtype: str | None = None
     expert_dtype: str | None = None
     kv_dtype: str | None = None
+    tp: int | None = None
     label: str = ""
 
 
@@ -104,7 +105,7 @@ class SweepSpec:
         """The base `Scenario` of one categorical combination (axis values override it)."""
         fx = {k: v for k, v in self.fixed.items() if k not in ("alpha", "accepted_length")}
         fx["alpha"] = 0.5  # placeholder: alpha / accepted_length are always axes, set per point
-        for key in ("weight_dtype", "expert_dtype", "kv_dtype"):
+        for key in ("weight_dtype", "expert_dtype", "kv_dtype", "tp"):
             if getattr(pair, key):
                 fx[key] = getattr(pair, key)
         return Scenario(target=pair.target, hardware=hardware, drafter=pair.drafter, draft=pair.draft,
@@ -173,6 +174,8 @@ def _pair(raw, i, src):
             raise field_error(f"{field}.{key}", raw.get(key), "a string", src)
     if raw["drafter"] not in DRAFTERS:
         raise field_error(f"{field}.drafter", raw["drafter"], f"one of {', '.join(DRAFTERS)}", src)
+    if "tp" in raw and not _axes.in_range("tp", raw["tp"]):
+        raise field_error(f"{field}.tp", raw["tp"], _axes.range_text("tp"), src)
     names = (raw["target"], raw["drafter"], raw.get("draft"))
     label = raw.get("label") or "+".join(pathlib.Path(x).stem if x.endswith(".json") else x for x in names if x)
     if not isinstance(label, str) or not LABEL.fullmatch(label):
@@ -227,6 +230,8 @@ def from_text(text, source="<spec>"):
     for key in list(fixed):
         if key in axes:
             raise SpecError(f"{key} is both in [fixed] and in [axes] in {src}")
+    if "tp" in axes and any(p.tp for p in pairs):
+        raise SpecError(f"tp is both a pair key and an axis in {src}")
     if "n_experts" in axes or "top_k" in axes or "expert_granularity" in axes:
         if "expert_granularity" in axes and ("n_experts" in axes or "top_k" in axes):
             raise SpecError(f"axes.expert_granularity cannot be combined with n_experts/top_k in {src}")

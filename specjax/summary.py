@@ -3,6 +3,7 @@
 import polars as pl
 
 from . import io
+from .axes import NUMERIC, column
 
 
 def summarize(out):
@@ -13,9 +14,13 @@ def summarize(out):
     aggs = [pl.len().alias("rows"), pl.col("valid").mean().alias("valid_share")]
     if "speedup" in cols and "batch_seqs" in cols:
         ordered = lf.sort(keys + ["batch_seqs"])
-        aggs += [pl.col("speedup").first().alias("speedup_at_min_batch"), pl.col("speedup").max().alias("max_speedup"),
-                 pl.col("batch_seqs").filter(pl.col("speedup") < 1).first().alias("first_batch_below_1"),
+        inputs = [column(n) for n in NUMERIC if column(n) in cols and column(n) != "batch_seqs"]
+        varying = [c for c in inputs if lf.select(pl.col(c).n_unique()).collect().item() > 1]
+        aggs += [pl.col("speedup").max().alias("max_speedup"), (pl.col("speedup") < 1).mean().alias("share_below_1"),
                  pl.col("batch_seqs").filter(pl.col("valid")).max().alias("max_feasible_batch")]
+        if not varying:  # one curve per (hardware, pair): where it crosses 1 on the grid
+            aggs += [pl.col("speedup").first().alias("speedup_at_min_batch"),
+                     pl.col("batch_seqs").filter(pl.col("speedup") < 1).first().alias("first_batch_below_1")]
         if "k_star" in cols:
             aggs += [pl.col("k_star").max().alias("k_star_max"), pl.col("k_star").min().alias("k_star_min")]
         return ordered.group_by(keys, maintain_order=True).agg(aggs).collect()
