@@ -25,6 +25,7 @@ class Crossover(NamedTuple):
     speedup_at_batch_1: float
     max_batch_sd: float
     beyond_memory: float   # 1.0 if B* exceeds the memory-feasible batch with the drafter
+    speedup_at_max_batch: float  # S at the largest batch that fits with the drafter (NaN if none fits)
 
 
 def speedup_at(hw, target, draft, dec, batch, mode):
@@ -63,6 +64,8 @@ def find(hw, target, draft, dec, mode="operator", batch_max=65536.0, n_grid=96, 
     status = jnp.where(s[0] < 1.0, 1.0, jnp.where(jnp.any(below), 0.0, 2.0))
     b_star = jnp.where(status == 0.0, b_star, jnp.nan)
     mb_sd = step(hw, target, draft, dec.replace(batch=jnp.ones((), dtype)), mode).max_batch_sd
+    b_fit = jnp.clip(jnp.minimum(mb_sd, batch_max), 1.0, None)
+    s_fit = jnp.where(mb_sd >= 1, speedup_at(hw, target, draft, dec, b_fit, mode), jnp.nan)
     return Crossover(crossover_batch=b_star, crossover_batch_int=jnp.ceil(b_star), status=status,
                      speedup_at_batch_1=s[0], max_batch_sd=mb_sd,
-                     beyond_memory=((status == 0.0) & (b_star > mb_sd)).astype(dtype))
+                     beyond_memory=((status == 0.0) & (b_star > mb_sd)).astype(dtype), speedup_at_max_batch=s_fit)

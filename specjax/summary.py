@@ -31,7 +31,8 @@ def summarize(out):
                  (pl.col("status") == "crosses").mean().alias("share_crosses"),
                  (pl.col("status") == "never_helps").mean().alias("share_never_helps"),
                  (pl.col("status") == "helps_throughout").mean().alias("share_helps_throughout"),
-                 pl.col("beyond_memory").mean().alias("share_beyond_memory")]
+                 pl.col("beyond_memory").mean().alias("share_beyond_memory"),
+                 pl.col("speedup_at_max_batch").median().alias("median_speedup_at_max_batch")]
     for c in ("max_speedup", "speedup_k_star"):
         if c in cols:
             aggs += [pl.col(c).min().alias(f"{c}_min"), pl.col(c).max().alias(f"{c}_max")]

@@ -57,7 +57,8 @@ def point(flat, values, hw, target, draft, dec, spec_static):
     elif reduce == "crossover":
         c = _crossover.find(hw, tgt, draft, dec, mode, batch_max, batch_points)
         out.update({f: jnp.where(invalid, nan, getattr(c, f)) for f in
-                    ("crossover_batch", "crossover_batch_int", "speedup_at_batch_1", "max_batch_sd")})
+                    ("crossover_batch", "crossover_batch_int", "speedup_at_batch_1", "max_batch_sd",
+                     "speedup_at_max_batch")})
         out["beyond_memory"] = (c.beyond_memory > 0) & ~invalid
         status = jnp.where(invalid, 4.0, c.status)
         out["valid"] = ~invalid & jnp.isfinite(c.speedup_at_batch_1)
