@@ -8,8 +8,9 @@ behind a double `jnp.where`, so value (k+1) and d tau/d alpha (k(k+1)/2) are fin
 k may be real (the optimiser relaxes it); k = 0 gives tau = 1.
 """
 
-import jax
 import jax.numpy as jnp
+
+from ._search import bisect
 
 
 def _series_width(dtype):
@@ -43,11 +44,4 @@ def alpha_from_tokens(tau, k, iters=64):
     dtype = jnp.result_type(tau, k, jnp.float32)
     tau, k = tau.astype(dtype), k.astype(dtype)
 
-    def body(_, bounds):
-        lo, hi = bounds
-        mid = 0.5 * (lo + hi)
-        below = tokens_per_step(mid, k) < tau
-        return jnp.where(below, mid, lo), jnp.where(below, hi, mid)
-
-    lo, hi = jax.lax.fori_loop(0, iters, body, (jnp.zeros_like(tau), jnp.ones_like(tau)))
-    return 0.5 * (lo + hi)
+    return bisect(lambda a: tokens_per_step(a, k) < tau, jnp.zeros_like(tau), jnp.ones_like(tau), iters)

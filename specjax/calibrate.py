@@ -50,28 +50,6 @@ def _unsquash(v, name):
     return float(np.log(p / (1 - p)))
 
 
-def _anchored_alpha(h, t, d, x, s_meas, mode, iters=40):
-    """alpha with S(alpha) = s_meas at this row, differentiable in the other inputs.
-
-    Bisection gives the value; one Newton step with a stopped derivative gives, by the
-    implicit function theorem, d alpha / d theta = -(dS/d theta) / (dS/d alpha)."""
-    def s_of(a, hh):
-        return step(hh, t, d, x.replace(alpha=a), mode).speedup
-
-    def body(_, b):
-        lo, hi = b
-        mid = 0.5 * (lo + hi)
-        below = s_of(mid, jax.lax.stop_gradient(h)) < s_meas
-        return jnp.where(below, mid, lo), jnp.where(below, hi, mid)
-
-    lo, hi = jax.lax.fori_loop(0, iters, body, (jnp.zeros_like(s_meas), jnp.ones_like(s_meas)))
-    a0 = jax.lax.stop_gradient(0.5 * (lo + hi))
-    res = s_of(a0, h) - s_meas
-    slope = jax.lax.stop_gradient(jax.grad(s_of)(a0, h))
-    inside = (jnp.abs(jax.lax.stop_gradient(res)) < 1e-3 * s_meas) & (slope > 0)
-    return jnp.where(inside, a0 - res / jnp.where(inside, slope, 1.0), a0)
-
-
 @functools.partial(jax.jit, static_argnames=("mode", "steps", "fit"))
 def _fit(hw, tgt, dr, dec, hw_idx, alpha_known, anchor_of, s_meas, t_base, t_sd, init, mode, steps, fit,
          learning_rate):
@@ -86,7 +64,8 @@ def _fit(hw, tgt, dr, dec, hw_idx, alpha_known, anchor_of, s_meas, t_base, t_sd,
 
     def loss(params):
         h = apply(params)
-        a_all = jax.vmap(lambda hh, t, d, x, s: _anchored_alpha(hh, t, d, x, s, mode))(h, tgt, dr, dec, s_meas)
+        a_all = jax.vmap(lambda hh, t, d, x, s: validate.matching_alpha(hh, t, d, x, s, mode, 40))(
+            h, tgt, dr, dec, s_meas)
         alpha = jnp.where(has_anchor, a_all[jnp.maximum(anchor_of, 0)], alpha_known)
         r = jax.vmap(lambda hh, t, d, x: step(hh, t, d, x, mode))(h, tgt, dr, dec.replace(alpha=alpha))
         err = (jnp.log(r.speedup) - jnp.log(s_meas)) ** 2
@@ -134,10 +113,7 @@ def fit(rows, *, mode="operator", fit_locality=False, fit_overlap=True, hbm_effi
     hw, tgt, dr, dec = measured.stack(tr_rows, None, dtype)
     if not has_times:
         hw = hw.replace(hbm_efficiency=jnp.full_like(hw.hbm_efficiency, hbm_efficiency))
-    known = np.array([r.alpha if r.alpha is not None else np.nan for r in tr_rows])
-    for i, r in enumerate(tr_rows):
-        if r.alpha is None and r.tau is not None:
-            known[i] = float(validate.alpha_from_tokens(jnp.asarray(r.tau, dtype), jnp.asarray(r.k, dtype)))
+    known, _ = validate.known_alpha(tr_rows, dtype)
     anchor_of = validate.anchors(tr_rows, known)
     start = {"flops_efficiency": 0.7, "hbm_efficiency": hbm_efficiency, "fixed_overhead_s": 5e-5,
              "expert_locality": 0.5, "non_overlap": 0.3}

@@ -8,9 +8,9 @@ Status codes: 0 crosses, 1 never_helps (S(1) < 1), 2 helps_throughout (no crossi
 
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 
+from ._search import first_crossing
 from .speculative import step
 
 STATUS = {0: "crosses", 1: "never_helps", 2: "helps_throughout"}
@@ -45,27 +45,14 @@ def find(hw, target, draft, dec, mode="operator", batch_max=65536.0, n_grid=96, 
       `Crossover`.
     """
     dtype = jnp.result_type(dec.alpha, jnp.float32)
-    log_max = jnp.log(jnp.asarray(batch_max, dtype))
-    grid = jnp.exp(jnp.linspace(0.0, 1.0, n_grid, dtype=dtype) * log_max)
-    s = jax.vmap(lambda b: speedup_at(hw, target, draft, dec, b, mode))(grid)
-    below = s < 1.0
-    first = jnp.argmax(below)
-    lo0 = jnp.log(grid[jnp.maximum(first - 1, 0)])
-    hi0 = jnp.log(grid[first])
-
-    def body(_, bounds):
-        lo, hi = bounds
-        mid = 0.5 * (lo + hi)
-        mid_below = speedup_at(hw, target, draft, dec, jnp.exp(mid), mode) < 1.0
-        return jnp.where(mid_below, lo, mid), jnp.where(mid_below, mid, hi)
-
-    lo, hi = jax.lax.fori_loop(0, n_bisect, body, (lo0, hi0))
-    b_star = jnp.exp(0.5 * (lo + hi))
-    status = jnp.where(s[0] < 1.0, 1.0, jnp.where(jnp.any(below), 0.0, 2.0))
+    b_star, r, crosses = first_crossing(lambda res: res.speedup < 1.0,
+                                        lambda b: step(hw, target, draft, dec.replace(batch=b), mode),
+                                        batch_max, n_grid, n_bisect, dtype)
+    s1, mb_sd = r.speedup[0], r.max_batch_sd[0]
+    status = jnp.where(s1 < 1.0, 1.0, jnp.where(crosses, 0.0, 2.0))
     b_star = jnp.where(status == 0.0, b_star, jnp.nan)
-    mb_sd = step(hw, target, draft, dec.replace(batch=jnp.ones((), dtype)), mode).max_batch_sd
     b_fit = jnp.clip(jnp.minimum(mb_sd, batch_max), 1.0, None)
     s_fit = jnp.where(mb_sd >= 1, speedup_at(hw, target, draft, dec, b_fit, mode), jnp.nan)
     return Crossover(crossover_batch=b_star, crossover_batch_int=jnp.ceil(b_star), status=status,
-                     speedup_at_batch_1=s[0], max_batch_sd=mb_sd,
+                     speedup_at_batch_1=s1, max_batch_sd=mb_sd,
                      beyond_memory=((status == 0.0) & (b_star > mb_sd)).astype(dtype), speedup_at_max_batch=s_fit)

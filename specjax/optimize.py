@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from ._search import first_crossing
 from .speculative import step
 
 
@@ -75,18 +76,7 @@ def switch_off_batch(hw, target, draft, dec, mode="operator", k_max=16, batch_ma
 
     Same bracketing as `crossover.find`, on the envelope max_k S(B, k)."""
     dtype = jnp.result_type(dec.alpha, jnp.float32)
-    grid = jnp.exp(jnp.linspace(0.0, 1.0, n_grid, dtype=dtype) * jnp.log(jnp.asarray(batch_max, dtype)))
-    env = jax.vmap(lambda b: best_speedup(hw, target, draft, dec, b, mode, k_max))(grid)
-    off = env <= 1.0
-    first = jnp.argmax(off)
-    lo0, hi0 = jnp.log(grid[jnp.maximum(first - 1, 0)]), jnp.log(grid[first])
-
-    def body(_, bounds):
-        lo, hi = bounds
-        mid = 0.5 * (lo + hi)
-        m_off = best_speedup(hw, target, draft, dec, jnp.exp(mid), mode, k_max) <= 1.0
-        return jnp.where(m_off, lo, mid), jnp.where(m_off, mid, hi)
-
-    lo, hi = jax.lax.fori_loop(0, n_bisect, body, (lo0, hi0))
-    b = jnp.where(off[0], 1.0, jnp.exp(0.5 * (lo + hi)))
-    return jnp.where(jnp.any(off), b, jnp.nan)
+    b, _, any_off = first_crossing(lambda env: env <= 1.0,
+                                   lambda x: best_speedup(hw, target, draft, dec, x, mode, k_max),
+                                   batch_max, n_grid, n_bisect, dtype)
+    return jnp.where(any_off, b, jnp.nan)

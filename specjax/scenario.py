@@ -6,8 +6,10 @@ range. `Scenario.build()` loads the presets and returns `(Hardware, Model, Model
 """
 
 import dataclasses
+import functools
 import math
 
+import jax
 import jax.numpy as jnp
 
 from . import hardware as _hw
@@ -112,7 +114,12 @@ class Scenario:
         return float(alpha_from_tokens(jnp.float32(self.accepted_length), jnp.float32(self.k)))
 
     def build(self, dtype=jnp.float32):
-        """Load presets and return `(Hardware, target Model, draft Model, Decode)` pytrees."""
+        """Load presets and return `(Hardware, target Model, draft Model, Decode)` pytrees.
+
+        Cached per (scenario, dtype): validation, memory checks and evaluation share one load."""
+        return _build(self, jnp.dtype(dtype), bool(jax.config.jax_enable_x64))
+
+    def _build(self, dtype):
         hw = _hw.load(self.hardware).resolve(self.compute_dtype, dtype)
         arch = _models.load_architecture(self.target)
         check_tp(arch, self.tp, self.target, self.source)
@@ -138,3 +145,9 @@ class Scenario:
             draft_cost_ratio=self.draft_cost if self.drafter == "ratio" else 0.0,
             memory_fraction=self.memory_fraction).items()})
         return hw, tgt, draft, dec
+
+
+@functools.lru_cache(maxsize=256)
+def _build(scenario, dtype, x64):
+    del x64  # part of the cache key only: the same dtype request gives other arrays when x64 is off
+    return scenario._build(dtype)

@@ -17,6 +17,7 @@ import polars as pl
 
 from . import measured
 from .acceptance import alpha_from_tokens
+from ._search import bisect
 from .speculative import STATUS, step
 
 
@@ -27,30 +28,52 @@ def predict(hw, tgt, dr, dec, mode="operator"):
     return r.speedup, r.status
 
 
-@functools.partial(jax.jit, static_argnames=("mode", "iters"))
-def fit_alpha(hw, tgt, dr, dec, target_speedup, mode="operator", iters=50):
-    """Per row: alpha in [0, 1] with S(alpha) = target (S increases with alpha); clipped at the ends."""
-    def one(h, t, d, x, s_meas):
-        def body(_, b):
-            lo, hi = b
-            mid = 0.5 * (lo + hi)
-            below = step(h, t, d, x.replace(alpha=mid), mode).speedup < s_meas
-            return jnp.where(below, mid, lo), jnp.where(below, hi, mid)
+def matching_alpha(h, t, d, x, s_meas, mode="operator", iters=50):
+    """alpha in [0, 1] with S(alpha) = s_meas at one row (S increases with alpha; clipped at the ends).
 
-        lo, hi = jax.lax.fori_loop(0, iters, body, (jnp.zeros_like(s_meas), jnp.ones_like(s_meas)))
-        return 0.5 * (lo + hi)
+    Differentiable in the other inputs: bisection gives the value, one Newton step with a stopped
+    derivative gives, by the implicit function theorem, d alpha / d theta = -(dS/d theta) / (dS/d alpha)
+    (used by calibration)."""
+    def s_of(a, hh):
+        return step(hh, t, d, x.replace(alpha=a), mode).speedup
 
-    return jax.vmap(one)(hw, tgt, dr, dec, target_speedup)
+    h_const = jax.lax.stop_gradient(h)
+    a0 = jax.lax.stop_gradient(bisect(lambda a: s_of(a, h_const) < s_meas, jnp.zeros_like(s_meas),
+                                      jnp.ones_like(s_meas), iters))
+    res = s_of(a0, h) - s_meas
+    slope = jax.lax.stop_gradient(jax.grad(s_of)(a0, h))
+    inside = (jnp.abs(jax.lax.stop_gradient(res)) < 1e-3 * s_meas) & (slope > 0)
+    return jnp.where(inside, a0 - res / jnp.where(inside, slope, 1.0), a0)
 
 
-def anchors(rows, known_alpha):
+@functools.partial(jax.jit, static_argnames=("mode",))
+def fit_alpha(hw, tgt, dr, dec, target_speedup, mode="operator"):
+    """Per stacked row: the alpha that makes the model match `target_speedup` there."""
+    return jax.vmap(lambda h, t, d, x, s: matching_alpha(h, t, d, x, s, mode))(hw, tgt, dr, dec, target_speedup)
+
+
+def known_alpha(rows, dtype=jnp.float32):
+    """alpha per row where the row gives it (directly or as an accepted length), NaN elsewhere,
+    and its source ('given', 'accepted_length', 'fitted')."""
+    alpha = np.full(len(rows), np.nan)
+    source = np.array(["fitted"] * len(rows), dtype=object)
+    for i, r in enumerate(rows):
+        if r.alpha is not None:
+            alpha[i], source[i] = r.alpha, "given"
+        elif r.tau is not None:
+            alpha[i] = float(alpha_from_tokens(jnp.asarray(r.tau, dtype), jnp.asarray(r.k, dtype)))
+            source[i] = "accepted_length"
+    return alpha, source
+
+
+def anchors(rows, known):
     """Row index of each row's series anchor (its smallest-batch row) where the series gives no
     acceptance, else -1."""
     idx, names = measured.series_index(rows)
     out = np.full(len(rows), -1)
     for s in range(len(names)):
         members = np.flatnonzero(idx == s)
-        if np.isnan(known_alpha[members]).all():
+        if np.isnan(known[members]).all():
             out[members] = min(members, key=lambda i: (rows[i].batch, i))
     return out
 
@@ -58,27 +81,17 @@ def anchors(rows, known_alpha):
 def resolve_alpha(rows, stacked, mode="operator", dtype=jnp.float32):
     """alpha per row and where it came from ('given', 'accepted_length', 'fitted'), anchor flags."""
     hw, tgt, dr, dec = stacked
-    n = len(rows)
-    alpha = np.full(n, np.nan)
-    source = np.array(["fitted"] * n, dtype=object)
-    for i, r in enumerate(rows):
-        if r.alpha is not None:
-            alpha[i], source[i] = r.alpha, "given"
-        elif r.tau is not None:
-            alpha[i] = float(alpha_from_tokens(jnp.asarray(r.tau, dtype), jnp.asarray(r.k, dtype)))
-            source[i] = "accepted_length"
-    anchor = np.zeros(n, bool)
-    idx, names = measured.series_index(rows)
-    need = [s for s in range(len(names)) if np.isnan(alpha[idx == s]).all()]
-    if need:
-        anchors = [min(np.flatnonzero(idx == s), key=lambda i: (rows[i].batch, i)) for s in need]
-        sel = np.asarray(anchors)
+    alpha, source = known_alpha(rows, dtype)
+    anchor_of = anchors(rows, alpha)
+    sel = np.unique(anchor_of[anchor_of >= 0])
+    if sel.size:
         sub = jax.tree.map(lambda x: x[sel], (hw, tgt, dr, dec))
-        target = jnp.asarray([rows[i].speedup for i in anchors], dtype)
-        fitted = np.asarray(fit_alpha(*sub, target, mode))
-        for s, a_row, a in zip(need, anchors, fitted):
-            alpha[idx == s] = a
-            anchor[a_row] = True
+        fitted = np.asarray(fit_alpha(*sub, jnp.asarray([rows[i].speedup for i in sel], dtype), mode))
+        by_anchor = dict(zip(sel.tolist(), fitted))
+        for i, a in enumerate(anchor_of):
+            if a >= 0:
+                alpha[i] = by_anchor[a]
+    anchor = anchor_of == np.arange(len(rows))
     return alpha, source, anchor
 
 
