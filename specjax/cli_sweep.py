@@ -1,0 +1,92 @@
+"""Commands that run sweeps: `specjax sweep` and `specjax report` (registered on `cli.app`)."""
+
+import time
+from typing import Annotated, Optional
+
+import typer
+
+from .cli import Json, _print_json, _table, app
+from .errors import SpecError
+
+
+@app.command()
+def sweep(spec_file: Annotated[str, typer.Argument(metavar="SPEC", help="Sweep spec (TOML), e.g. sweeps/seed.toml.")],
+          out: Annotated[str, typer.Option(help="Output directory (hive-partitioned Parquet).")] = "out/sweep",
+          dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (points, chunks, bytes, memory) "
+                                                "and exit.")] = False,
+          resume: Annotated[bool, typer.Option(help="Continue an interrupted sweep, skipping finished chunks.")] = False,
+          overwrite: Annotated[bool, typer.Option(help="Replace earlier results in --out.")] = False,
+          devices: Annotated[Optional[int], typer.Option(help="Local devices to shard over (default: all).")] = None,
+          x64: Annotated[bool, typer.Option("--x64", help="Evaluate in float64 (default float32).")] = False,
+          coordinator: Annotated[Optional[str], typer.Option(help="host:port of process 0 for multi-process runs "
+                                                             "(jax.distributed).")] = None,
+          num_processes: Annotated[int, typer.Option(help="Processes in a multi-process run.", min=1)] = 1,
+          process_id: Annotated[int, typer.Option(help="This process's index in a multi-process run.", min=0)] = 0,
+          quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+          as_json: Json = False):
+    """Evaluate a sweep spec on the device(s) and write result grids (Parquet)."""
+    import jax
+
+    if x64:
+        jax.config.update("jax_enable_x64", True)
+    if process_id >= num_processes:
+        raise SpecError(f"process_id={process_id}; expected 0 <= process_id < num_processes={num_processes}")
+    if num_processes > 1:
+        if not coordinator:
+            raise SpecError("num_processes > 1 needs --coordinator host:port")
+        jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
+                                   process_id=process_id)
+    from . import spec as _spec
+    from . import summary as _summary
+    from . import sweep as _sweep
+
+    sp = _spec.load(spec_file)
+    if dry_run:
+        d = _sweep.dry_run(sp, devices, num_processes)
+        if as_json:
+            _print_json(d)
+        else:
+            _table([(k_, v) for k_, v in d.items() if k_ not in ("columns", "memory_detail")])
+        return
+    _sweep.preflight(sp, out, resume, overwrite, num_processes)
+    if quiet or as_json:
+        res = _sweep.run(sp, out, resume=resume, overwrite=overwrite, n_devices=devices, process_id=process_id,
+                         num_processes=num_processes)
+    else:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+        cols = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,} rows"),
+                TextColumn("{task.fields[rate]}"), TimeRemainingColumn())
+        with Progress(*cols, transient=False) as bar:
+            task = bar.add_task(sp.name, total=sp.rows, rate="")
+            t0 = time.perf_counter()
+
+            def tick(done, total):
+                dt = max(time.perf_counter() - t0, 1e-9)
+                bar.update(task, completed=done, total=total, rate=f"{done * sp.points / max(sp.rows, 1) / dt:,.0f} "
+                                                                    "points/s")
+
+            res = _sweep.run(sp, out, resume=resume, overwrite=overwrite, n_devices=devices, process_id=process_id,
+                             num_processes=num_processes, progress=tick)
+    if as_json:
+        _print_json(res)
+        return
+    print(f"{sp.name}: {res['rows']:,} rows ({res['points']:,} points) in {res['wall_s']:.2f} s; "
+          f"{res['chunks_written']} chunks written, {res['chunks_skipped']} resumed; results in {out}")
+    if num_processes == 1:
+        import polars as pl
+
+        with pl.Config(tbl_rows=50, tbl_cols=20, tbl_width_chars=200, float_precision=3):
+            print(_summary.summarize(out))
+
+
+@app.command()
+def report(spec_file: Annotated[str, typer.Argument(metavar="SPEC", help="Sweep spec (TOML).")],
+           out: Annotated[str, typer.Option(help="Report directory (index.html, figures/, data/).")] = "out/report",
+           resume: Annotated[bool, typer.Option(help="Reuse finished chunks of an earlier run.")] = False):
+    """Run a sweep and write a self-contained HTML report with figures, key numbers and assumptions."""
+    from . import report as _report
+    from . import spec as _spec
+
+    path = _report.write(_spec.load(spec_file), out, resume=resume)
+    print(f"wrote {path}")
