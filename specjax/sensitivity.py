@@ -69,10 +69,10 @@ def at_batch(hw, target, draft, dec, batch, mode="operator"):
     return deriv, elast
 
 
-def crossover_sensitivity(hw, target, draft, dec, mode="operator", batch_max=65536.0):
+def crossover_sensitivity(hw, target, draft, dec, mode="operator", batch_max=65536.0, n_grid=96):
     """Find B* and its sensitivities. Returns (Crossover, derivatives, elasticities); NaN where
     the status is not `crosses`."""
-    c = _crossover.find(hw, target, draft, dec, mode, batch_max)
+    c = _crossover.find(hw, target, draft, dec, mode, batch_max, n_grid)
     crosses = c.status == 0
     b = jax.lax.stop_gradient(jnp.where(crosses, c.crossover_batch, 1.0))
     deriv, elast = at_batch(hw, target, draft, dec, b, mode)

@@ -16,6 +16,7 @@ import json
 import math
 import pathlib
 import time
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -40,60 +41,86 @@ STEP_OUTPUTS = ("speedup", "tokens_per_step", "t_target_s", "t_draft_s", "t_veri
                 "verify_compute_bound")
 
 
-def point(flat, values, hw, target, draft, dec, spec_static):
+def _masked(invalid, **fields):
+    """Outputs of a point, NaN (null in the file) where its inputs are not physical."""
+    return {k: jnp.where(invalid, jnp.nan, v) for k, v in fields.items()}
+
+
+def _reduce_none(hw, tgt, draft, dec, invalid, values, cfg):
+    r = step(hw, tgt, draft, dec, cfg.mode)
+    status = jnp.where(invalid, 4.0, r.status)
+    return _masked(invalid, **{f: getattr(r, f) for f in STEP_OUTPUTS}), status, (status == 0) & jnp.isfinite(
+        r.speedup)
+
+
+def _reduce_crossover(hw, tgt, draft, dec, invalid, values, cfg):
+    if cfg.sensitivity:
+        c, _, el = _sensitivity.crossover_sensitivity(hw, tgt, draft, dec, cfg.mode, cfg.batch_max, cfg.batch_points)
+    else:
+        c, el = _crossover.find(hw, tgt, draft, dec, cfg.mode, cfg.batch_max, cfg.batch_points), {}
+    out = _masked(invalid, **{f: getattr(c, f) for f in ("crossover_batch", "crossover_batch_int",
+                                                          "speedup_at_batch_1", "max_batch_sd",
+                                                          "speedup_at_max_batch")},
+                  **{f"elasticity_{n}": el[n] for n in cfg.sensitivity})
+    out["beyond_memory"] = (c.beyond_memory > 0) & ~invalid
+    return out, jnp.where(invalid, 4.0, c.status), ~invalid & jnp.isfinite(c.speedup_at_batch_1)
+
+
+def _reduce_best_k(hw, tgt, draft, dec, invalid, values, cfg):
+    o = _optimize.search(hw, tgt, draft, dec, cfg.mode, cfg.k_max)
+    status = jnp.where(invalid, 4.0, step(hw, tgt, draft, dec.replace(k=o.k_star), cfg.mode).status)
+    out = _masked(invalid, k_star=o.k_star, speedup_k_star=o.speedup, k_relaxed=o.k_relaxed)
+    return out, status, (status == 0) & jnp.isfinite(o.speedup)
+
+
+def _reduce_max_speedup(hw, tgt, draft, dec, invalid, values, cfg):
+    batches = values["batch"].astype(dec.alpha.dtype)
+    rs = jax.vmap(lambda b: step(hw, tgt, draft, dec.replace(batch=b), cfg.mode))(batches)
+    feasible = rs.status == 0
+    s_feas = jnp.where(feasible, rs.speedup, -jnp.inf)
+    i_all, i_feas = jnp.argmax(rs.speedup), jnp.argmax(s_feas)
+    out = _masked(invalid, max_speedup=rs.speedup[i_all], batch_at_max_speedup=batches[i_all])
+    out.update(_masked(invalid | ~feasible.any(), max_speedup_feasible=s_feas[i_feas],
+                       batch_at_max_speedup_feasible=batches[i_feas]))
+    status = jnp.where(invalid, 4.0, jnp.where(feasible.any(), 0.0, rs.status[0]))
+    return out, status, ~invalid & feasible.any()
+
+
+REDUCTIONS = {"none": _reduce_none, "crossover": _reduce_crossover, "best_k": _reduce_best_k,
+              "max_speedup": _reduce_max_speedup}
+
+
+class KernelConfig(NamedTuple):
+    """The static part of a sweep kernel (hashable: one compilation per distinct value)."""
+
+    reduce: str
+    mode: str
+    experts_hold: str
+    batch_max: float
+    batch_points: int
+    k_max: int
+    sensitivity: tuple
+
+
+def point(flat, values, hw, target, draft, dec, cfg):
     """Evaluate one grid point (flat index) and return a dict of scalars. Pure; vmapped by `run`."""
-    reduce, mode, hold, batch_max, batch_points, k_max, sens = spec_static
-    gathered = grid.gather(flat, {n: v for n, v in values.items() if not (reduce == "max_speedup" and n == "batch")})
-    hw, tgt, dec, invalid = grid.apply(gathered, hw, target, dec, hold)
+    axis_values = {n: v for n, v in values.items() if not (cfg.reduce == "max_speedup" and n == "batch")}
+    gathered = grid.gather(flat, axis_values)
+    hw, tgt, dec, invalid = grid.apply(gathered, hw, target, dec, cfg.experts_hold)
     out = {_axes.column(n): v for n, v in gathered.items()}
     if "accepted_length" in gathered:
         out["alpha"] = dec.alpha
-    nan = jnp.asarray(jnp.nan, dec.alpha.dtype)
-    if reduce == "none":
-        r = step(hw, tgt, draft, dec, mode)
-        out.update({f: jnp.where(invalid, nan, getattr(r, f)) for f in STEP_OUTPUTS})
-        status = jnp.where(invalid, 4.0, r.status)
-        out["valid"] = (status == 0) & jnp.isfinite(r.speedup)
-    elif reduce == "crossover":
-        c = _crossover.find(hw, tgt, draft, dec, mode, batch_max, batch_points)
-        out.update({f: jnp.where(invalid, nan, getattr(c, f)) for f in
-                    ("crossover_batch", "crossover_batch_int", "speedup_at_batch_1", "max_batch_sd",
-                     "speedup_at_max_batch")})
-        out["beyond_memory"] = (c.beyond_memory > 0) & ~invalid
-        status = jnp.where(invalid, 4.0, c.status)
-        out["valid"] = ~invalid & jnp.isfinite(c.speedup_at_batch_1)
-        if sens:
-            b = jax.lax.stop_gradient(jnp.where(c.status == 0, c.crossover_batch, 1.0))
-            _, el = _sensitivity.at_batch(hw, tgt, draft, dec, b, mode)
-            out.update({f"elasticity_{n}": jnp.where((c.status == 0) & ~invalid, el[n], nan) for n in sens})
-    elif reduce == "best_k":
-        o = _optimize.search(hw, tgt, draft, dec, mode, k_max)
-        r = step(hw, tgt, draft, dec.replace(k=jnp.maximum(o.k_star, 0.0)), mode)
-        out.update(k_star=jnp.where(invalid, nan, o.k_star), speedup_k_star=jnp.where(invalid, nan, o.speedup),
-                   k_relaxed=jnp.where(invalid, nan, o.k_relaxed))
-        status = jnp.where(invalid, 4.0, r.status)
-        out["valid"] = (status == 0) & jnp.isfinite(o.speedup)
-    else:  # max_speedup over the batch axis
-        rs = jax.vmap(lambda b: step(hw, tgt, draft, dec.replace(batch=b), mode))(values["batch"].astype(dec.alpha.dtype))
-        feasible = rs.status == 0
-        i_all = jnp.argmax(rs.speedup)
-        s_feas = jnp.where(feasible, rs.speedup, -jnp.inf)
-        i_feas = jnp.argmax(s_feas)
-        out.update(max_speedup=jnp.where(invalid, nan, rs.speedup[i_all]),
-                   batch_at_max_speedup=jnp.where(invalid, nan, values["batch"][i_all]),
-                   max_speedup_feasible=jnp.where(invalid | ~feasible.any(), nan, s_feas[i_feas]),
-                   batch_at_max_speedup_feasible=jnp.where(invalid | ~feasible.any(), nan, values["batch"][i_feas]))
-        status = jnp.where(invalid, 4.0, jnp.where(feasible.any(), 0.0, rs.status[0]))
-        out["valid"] = ~invalid & feasible.any()
-    if k_max and reduce != "best_k":
-        o = _optimize.search(hw, tgt, draft, dec, mode, k_max)
-        out.update(k_star=jnp.where(invalid, nan, o.k_star), speedup_k_star=jnp.where(invalid, nan, o.speedup))
+    results, status, valid = REDUCTIONS[cfg.reduce](hw, tgt, draft, dec, invalid, values, cfg)
+    out.update(results, valid=valid)
+    if cfg.k_max and cfg.reduce != "best_k":
+        o = _optimize.search(hw, tgt, draft, dec, cfg.mode, cfg.k_max)
+        out.update(_masked(invalid, k_star=o.k_star, speedup_k_star=o.speedup))
     out["status_code"] = status.astype(jnp.int8)
     return out
 
 
 @functools.lru_cache(maxsize=8)
-def _kernel(chunk, n_devices, spec_static):
+def _kernel(chunk, n_devices, cfg):
     """Jitted chunk kernel: (start, total, values, hw, target, draft, dec) -> dict of (chunk,) arrays."""
     devices = jax.local_devices()[:n_devices]
     sharding = NamedSharding(Mesh(np.array(devices), ("points",)), PartitionSpec("points"))
@@ -101,14 +128,14 @@ def _kernel(chunk, n_devices, spec_static):
     def run_chunk(start, total, values, hw, target, draft, dec):
         flat = start + jnp.arange(chunk, dtype=start.dtype)
         flat = jax.lax.with_sharding_constraint(jnp.minimum(flat, total - 1), sharding)
-        return jax.vmap(lambda f: point(f, values, hw, target, draft, dec, spec_static))(flat)
+        return jax.vmap(lambda f: point(f, values, hw, target, draft, dec, cfg))(flat)
 
     return jax.jit(run_chunk, out_shardings=sharding)
 
 
 def spec_static(spec):
-    return (spec.reduce, spec.roofline, spec.experts_hold, spec.batch_max, spec.batch_points, spec.k_max,
-            tuple(spec.sensitivity))
+    return KernelConfig(spec.reduce, spec.roofline, spec.experts_hold, spec.batch_max, spec.batch_points,
+                        spec.k_max, tuple(spec.sensitivity))
 
 
 @dataclasses.dataclass(frozen=True)
