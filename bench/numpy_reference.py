@@ -27,9 +27,11 @@ def t_pass(m, hw, batch, q, ctx, tp=1.0):
     ops = [
         (2 * n * m["p_dense"], m["p_dense"] * m["b_dense"]),
         (2 * n * m["p_head"], m["p_head"] * m["b_head"]),
-        (2 * n * m["n_moe_layers"] * m["top_k"] * m["p_expert"], m["n_moe_layers"] * touched * m["p_expert"] * m["b_expert"]),
+        (2 * n * m["n_moe_layers"] * m["top_k"] * m["p_expert"],
+         m["n_moe_layers"] * touched * m["p_expert"] * m["b_expert"]),
         (m["n_full_layers"] * m["attn_flops_per_ctx"] * n * ctx, m["n_full_layers"] * (batch * kv * ctx + n * kv)),
-        (m["n_window_layers"] * m["attn_flops_per_ctx"] * n * l_win, m["n_window_layers"] * (batch * kv * l_win + n * kv)),
+        (m["n_window_layers"] * m["attn_flops_per_ctx"] * n * l_win,
+         m["n_window_layers"] * (batch * kv * l_win + n * kv)),
     ]
     t = sum(np.maximum(f / tp / f_rate, w / tp / w_rate) for f, w in ops)
     return t + hw["fixed_overhead_s"]

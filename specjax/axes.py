@@ -40,7 +40,8 @@ def column(name):
 
 def in_range(name, value):
     lo, hi = NUMERIC[name][3]
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and lo <= value <= hi
+    is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return is_number and math.isfinite(value) and lo <= value <= hi
 
 
 def range_text(name):

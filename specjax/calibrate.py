@@ -96,7 +96,8 @@ class Calibration:
     fit_fields: tuple
 
 
-def fit(rows, *, mode="operator", fit_locality=False, fit_overlap=True, hbm_efficiency=0.85, holdout_fraction=0.3, steps=1500,
+def fit(rows, *, mode="operator", fit_locality=False, fit_overlap=True, hbm_efficiency=0.85, holdout_fraction=0.3,
+        steps=1500,
         learning_rate=0.05, dtype=jnp.float32, train_series=None):
     """Calibrate per hardware on the training series; returns a `Calibration`."""
     _, names = measured.series_index(rows)

@@ -41,7 +41,8 @@ Csv = Annotated[str, typer.Argument(metavar="FILE.csv", help="Measurements CSV (
 @app.command()
 def validate(csv: Csv,
              hardware_profile: Annotated[Optional[list[str]], typer.Option(
-                 help="Calibrated hardware TOML (repeatable); replaces the preset named by its calibrated_for.")] = None,
+                 help="Calibrated hardware TOML (repeatable); replaces the preset named by its calibrated_for.")
+             ] = None,
              roofline: Roof = "operator",
              out: Annotated[Optional[str], typer.Option(help="Write the per-row table (.csv or .parquet).")] = None,
              as_json: Json = False):
@@ -130,13 +131,16 @@ def plot(kind: Annotated[str, typer.Argument(help="speedup | crossover-map | sen
                                                   "validation")],
          out: Annotated[str, typer.Option(help="Output path without suffix; writes .png and .svg.")] = "figure",
          source: Annotated[Optional[str], typer.Option(
-             "--from", help="Sweep output directory (speedup, crossover-map) or measurements CSV (validation).")] = None,
+             "--from", help="Sweep output directory (speedup, crossover-map) or measurements CSV (validation).")
+         ] = None,
          target: Annotated[Optional[list[str]], typer.Option(help="Target(s) when plotting from model flags.")] = None,
-         hardware: Annotated[Optional[list[str]], typer.Option("--hardware", help="Hardware preset(s)/file(s).")] = None,
+         hardware: Annotated[Optional[list[str]], typer.Option("--hardware", help="Hardware preset(s)/file(s).")
+                             ] = None,
          drafter: Drafter = "ratio", draft: Draft = None, draft_cost: DraftCost = None, tp: Tp = 1, k: K = 2,
          alpha: Annotated[Optional[list[float]], typer.Option(help="Acceptance rate(s).")] = None,
          context: Context = 2048.0, kv_dtype: KvDtype = None, roofline: Roof = "operator",
-         batch: Annotated[Optional[list[float]], typer.Option(help="Batches (roofline; default grids otherwise).")] = None,
+         batch: Annotated[Optional[list[float]], typer.Option(help="Batches (roofline; default grids otherwise).")
+                          ] = None,
          x: Annotated[Optional[str], typer.Option(help="crossover-map: column on the x axis.")] = None,
          y: Annotated[Optional[str], typer.Option(help="crossover-map: column on the y axis.")] = None,
          as_json: Json = False):

@@ -14,7 +14,8 @@ def sweep(spec_file: Annotated[str, typer.Argument(metavar="SPEC", help="Sweep s
           out: Annotated[str, typer.Option(help="Output directory (hive-partitioned Parquet).")] = "out/sweep",
           dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (points, chunks, bytes, memory) "
                                                 "and exit.")] = False,
-          resume: Annotated[bool, typer.Option(help="Continue an interrupted sweep, skipping finished chunks.")] = False,
+          resume: Annotated[bool, typer.Option(help="Continue an interrupted sweep, skipping finished chunks.")
+                            ] = False,
           overwrite: Annotated[bool, typer.Option(help="Replace earlier results in --out.")] = False,
           devices: Annotated[Optional[int], typer.Option(help="Local devices to shard over (default: all).")] = None,
           x64: Annotated[bool, typer.Option("--x64", help="Evaluate in float64 (default float32).")] = False,

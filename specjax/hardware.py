@@ -100,8 +100,11 @@ class HardwareProfile:
 
 
 _POSITIVE = ("hbm_bytes_per_s", "hbm_bytes", "link_bytes_per_s")
-_OPTIONAL = {"flops_efficiency": "0 < x <= 1", "hbm_efficiency": "0 < x <= 1", "fixed_overhead_s": "0 <= x < 1",
-             "link_latency_s": "0 <= x < 1", "expert_locality": "0 <= x <= 1", "non_overlap": "0 <= x <= 1"}
+_FRACTION = ("0 < x <= 1", lambda v: 0 < v <= 1)
+_SECONDS = ("0 <= x < 1", lambda v: 0 <= v < 1)
+_UNIT = ("0 <= x <= 1", lambda v: 0 <= v <= 1)
+_OPTIONAL = {"flops_efficiency": _FRACTION, "hbm_efficiency": _FRACTION, "fixed_overhead_s": _SECONDS,
+             "link_latency_s": _SECONDS, "expert_locality": _UNIT, "non_overlap": _UNIT}  # key: (range, check)
 _KNOWN = {"name", "source", "calibrated_for", "calibration", "flops_per_s", *_POSITIVE, *_OPTIONAL}
 
 
@@ -133,11 +136,8 @@ def profile_from_dict(data, slug, source):
         if peaks[dt] < 1e6:
             raise field_error(f"flops_per_s.{dt}", flops[dt], "FLOP/s (>= 1e6; did you give TFLOP/s?)", source)
     vals = {k: _number(data, k, source, "a finite number > 0", lambda v: v > 0) for k in _POSITIVE}
-    for k, allowed in _OPTIONAL.items():
-        default = DEFAULTS.get(k, DEFAULT_LINK_LATENCY_S)
-        lo_ok = ((lambda v: 0 < v <= 1) if "efficiency" in k else (lambda v: 0 <= v <= 1) if k in ("expert_locality", "non_overlap")
-                 else (lambda v: 0 <= v < 1))
-        vals[k] = _number(data, k, source, allowed, lo_ok) if k in data else default
+    for k, (allowed, ok) in _OPTIONAL.items():
+        vals[k] = _number(data, k, source, allowed, ok) if k in data else DEFAULTS.get(k, DEFAULT_LINK_LATENCY_S)
     for key in ("source", "calibrated_for"):
         if not isinstance(data.get(key, ""), str):
             raise field_error(key, data[key], "a string", source)

@@ -99,7 +99,8 @@ def locked(out, name=LOCK):
                 stale = False
             if not stale:
                 raise SpecError(f"another sweep is writing to {str(out)!r} (lock {name} held by "
-                                f"{path.read_text().strip() or 'unknown'}); wait for it or pick another --out") from None
+                                f"{path.read_text().strip() or 'unknown'}); wait for it or pick another --out"
+                                ) from None
             path.unlink(missing_ok=True)
         except OSError as e:
             raise SpecError(f"cannot write to output directory {str(out)!r}: {e.strerror}") from None

@@ -168,12 +168,20 @@ def roofline_figure(hw, model, batches, k, context, tp=1.0, label="", title=None
                                                                       f"{bw / 1e12:.2f} TB/s)")
     ax.axvline(peak / bw, color="black", ls=":", lw=1)
     markers = {"decode": "o", "verify": "^"}
+    # Operators with the same dtype share an intensity (dense weights and LM head): shrinking sizes
+    # and a dark edge keep every one of them visible where they coincide.
     for i, op in enumerate(ops):
         for kind in ("decode", "verify"):
             sub = data.filter((pl.col("operator") == op) & (pl.col("pass_kind") == kind))
             if sub.height:
-                ax.scatter(sub["intensity"], sub["achieved_flops_per_s"], marker=markers[kind], s=36,
-                           color=OKABE_ITO[i], edgecolor="white", lw=0.5, label=f"{op}, {kind}")
+                ax.scatter(sub["intensity"], sub["achieved_flops_per_s"], marker=markers[kind], s=150 - 28 * i,
+                           color=OKABE_ITO[i], edgecolor="#333333", lw=0.6, label=f"{op}, {kind}", zorder=3 + i)
+    for b in batches:  # label each batch once, at its dense-weights decode point
+        row = data.filter((pl.col("batch") == float(b)) & (pl.col("operator") == ops[0]) &
+                          (pl.col("pass_kind") == "decode"))
+        if row.height:
+            ax.annotate(f"B={b:g}", (row["intensity"][0], row["achieved_flops_per_s"][0]), textcoords="offset points",
+                        xytext=(-6, 8), fontsize=7, ha="right")
     ax.set_xscale("log")
     ax.set_yscale("log")
     _style(ax, "arithmetic intensity (FLOP/byte, log)", "attainable FLOP/s (log)",

@@ -147,9 +147,11 @@ CASES = {
     "config-array": cfg_case("[1, 2, 3]", "must hold a JSON object"),
     "config-not-utf8": cfg_case(b"\xff" + cfg().encode(), "is not UTF-8 text"),
     "config-huge": cfg_case(cfg(notes="x" * (5 << 20)), "expected at most 4,194,304"),
-    "config-kv-heads": cfg_case(cfg(num_key_value_heads=7), "num_key_value_heads=7 in {d}/config.json; expected a divisor"),
+    "config-kv-heads": cfg_case(cfg(num_key_value_heads=7),
+                                "num_key_value_heads=7 in {d}/config.json; expected a divisor"),
     "config-layer-types": cfg_case(cfg(layer_types=["full_attention"] * 3), "one entry per layer (32)"),
-    "config-top-k": cfg_case(moe_cfg(num_experts_per_tok=9), "num_experts_per_tok=9 in {d}/config.json; expected <= number of experts"),
+    "config-top-k": cfg_case(moe_cfg(num_experts_per_tok=9),
+                             "num_experts_per_tok=9 in {d}/config.json; expected <= number of experts"),
     "config-expert-tp": cfg_case(moe_cfg(), "tp=8; expected a divisor of the expert width 1001", ["--tp", "8"]),
     # hardware TOML
     "hw-negative": hw_case(HW_OK.replace("2e12", "-2e12"), "hbm_bytes_per_s=-2000000000000.0"),

@@ -121,7 +121,8 @@ def hardware_toml(h):
         f'name = "{h["name"]}"',
         f'hbm_bytes_per_s = {h["hbm_tb_s"] * 1e12:.6g}',
         f"hbm_bytes = {hbm:.6g}",
-        f'link_bytes_per_s = {h["interconnect_gb_s"] * 1e9 / 2:.6g}  # one direction: half the bidirectional {h["interconnect_gb_s"]} GB/s',
+        f'link_bytes_per_s = {h["interconnect_gb_s"] * 1e9 / 2:.6g}  '
+        f'# one direction: half the bidirectional {h["interconnect_gb_s"]} GB/s',
         f"link_latency_s = {LINK_LATENCY_S:g}  # assumption, not from the source",
         f'source = "{h["source_url"]}"',
         "",
