@@ -25,7 +25,8 @@ def bisect(is_low, lo, hi, iters):
 
 
 def first_crossing(is_past, values, x_max, n_grid, n_bisect, dtype):
-    """Smallest x in [1, x_max] with `is_past(value)` True, x on a log grid then bisected in log x.
+    """Smallest x in [1, x_max] with `is_past(value)` True, x on a log grid then bisected in log x;
+    and where, after that, the predicate first turns False again (non-monotone curves).
 
     Args:
       is_past: predicate on the outputs of `values` (e.g. speedup < 1).
@@ -33,15 +34,19 @@ def first_crossing(is_past, values, x_max, n_grid, n_bisect, dtype):
       x_max: upper end of the search. n_grid, n_bisect: static sizes.
 
     Returns:
-      (x_star, grid_outputs, any_past): x_star is the crossing (1 if the first grid point is already
-      past, meaningless if nothing is past), the outputs of `values` on the grid, and whether any
-      grid point is past.
+      (x_star, grid_outputs, any_past, x_back, any_back): x_star is the first crossing (1 if the first
+      grid point is already past; meaningless if nothing is past); x_back the first x > x_star where
+      the predicate is False again (meaningless unless any_back).
     """
     grid = jnp.exp(jnp.linspace(0.0, 1.0, n_grid, dtype=dtype) * jnp.log(jnp.asarray(x_max, dtype)))
     outs = jax.vmap(values)(grid)
     past = is_past(outs)
     first = jnp.argmax(past)
-    log_x = bisect(lambda lx: ~is_past(values(jnp.exp(lx))), jnp.log(grid[jnp.maximum(first - 1, 0)]),
-                   jnp.log(grid[first]), n_bisect)
+    not_past_at = lambda lx: ~is_past(values(jnp.exp(lx)))  # noqa: E731
+    log_x = bisect(not_past_at, jnp.log(grid[jnp.maximum(first - 1, 0)]), jnp.log(grid[first]), n_bisect)
     x_star = jnp.where(past[0], grid[0], jnp.exp(log_x))
-    return x_star, outs, jnp.any(past)
+    back = ~past & (jnp.arange(n_grid) > first) & jnp.any(past)
+    again = jnp.argmax(back)
+    log_back = bisect(lambda lx: is_past(values(jnp.exp(lx))), jnp.log(grid[jnp.maximum(again - 1, 0)]),
+                      jnp.log(grid[again]), n_bisect)
+    return x_star, outs, jnp.any(past), jnp.exp(log_back), jnp.any(back)

@@ -4,6 +4,8 @@ S need not be monotone in B (MoE: rises then falls; long context: can rise again
 bracketed on a log grid of B in [1, batch_max] and the first sign change refined by bisection
 in log B. Pure and vmappable; `lax.fori_loop` for the bisection.
 Status codes: 0 crosses, 1 never_helps (S(1) < 1), 2 helps_throughout (no crossing up to batch_max).
+Because S can dip below 1 and recover (an MoE target verifying k+1 tokens per sequence touches more
+experts at small batch), `pays_again_batch` reports where S climbs back to 1 after B*, if it does.
 """
 
 from typing import NamedTuple
@@ -26,6 +28,7 @@ class Crossover(NamedTuple):
     max_batch_sd: float
     beyond_memory: float   # 1.0 if B* exceeds the memory-feasible batch with the drafter
     speedup_at_max_batch: float  # S at the largest batch that fits with the drafter (NaN if none fits)
+    pays_again_batch: float  # first batch above B* where S >= 1 again (NaN if none up to batch_max)
 
 
 def speedup_at(hw, target, draft, dec, batch, mode):
@@ -45,9 +48,9 @@ def find(hw, target, draft, dec, mode="operator", batch_max=65536.0, n_grid=96, 
       `Crossover`.
     """
     dtype = jnp.result_type(dec.alpha, jnp.float32)
-    b_star, r, crosses = first_crossing(lambda res: res.speedup < 1.0,
-                                        lambda b: step(hw, target, draft, dec.replace(batch=b), mode),
-                                        batch_max, n_grid, n_bisect, dtype)
+    b_star, r, crosses, b_back, pays_again = first_crossing(
+        lambda res: res.speedup < 1.0, lambda b: step(hw, target, draft, dec.replace(batch=b), mode),
+        batch_max, n_grid, n_bisect, dtype)
     s1, mb_sd = r.speedup[0], r.max_batch_sd[0]
     status = jnp.where(s1 < 1.0, 1.0, jnp.where(crosses, 0.0, 2.0))
     b_star = jnp.where(status == 0.0, b_star, jnp.nan)
@@ -55,4 +58,5 @@ def find(hw, target, draft, dec, mode="operator", batch_max=65536.0, n_grid=96, 
     s_fit = jnp.where(mb_sd >= 1, speedup_at(hw, target, draft, dec, b_fit, mode), jnp.nan)
     return Crossover(crossover_batch=b_star, crossover_batch_int=jnp.ceil(b_star), status=status,
                      speedup_at_batch_1=s1, max_batch_sd=mb_sd,
-                     beyond_memory=((status == 0.0) & (b_star > mb_sd)).astype(dtype), speedup_at_max_batch=s_fit)
+                     beyond_memory=((status == 0.0) & (b_star > mb_sd)).astype(dtype), speedup_at_max_batch=s_fit,
+                     pays_again_batch=jnp.where((status != 2.0) & pays_again, b_back, jnp.nan))

@@ -76,7 +76,7 @@ def switch_off_batch(hw, target, draft, dec, mode="operator", k_max=16, batch_ma
 
     Same bracketing as `crossover.find`, on the envelope max_k S(B, k)."""
     dtype = jnp.result_type(dec.alpha, jnp.float32)
-    b, _, any_off = first_crossing(lambda env: env <= 1.0,
+    b, _, any_off, _, _ = first_crossing(lambda env: env <= 1.0,
                                    lambda x: best_speedup(hw, target, draft, dec, x, mode, k_max),
                                    batch_max, n_grid, n_bisect, dtype)
     return jnp.where(any_off, b, jnp.nan)

@@ -60,7 +60,7 @@ def _reduce_crossover(hw, tgt, draft, dec, invalid, values, cfg):
         c, el = _crossover.find(hw, tgt, draft, dec, cfg.mode, cfg.batch_max, cfg.batch_points), {}
     out = _masked(invalid, **{f: getattr(c, f) for f in ("crossover_batch", "crossover_batch_int",
                                                           "speedup_at_batch_1", "max_batch_sd",
-                                                          "speedup_at_max_batch")},
+                                                          "speedup_at_max_batch", "pays_again_batch")},
                   **{f"elasticity_{n}": el[n] for n in cfg.sensitivity})
     out["beyond_memory"] = (c.beyond_memory > 0) & ~invalid
     return out, jnp.where(invalid, 4.0, c.status), ~invalid & jnp.isfinite(c.speedup_at_batch_1)

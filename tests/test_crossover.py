@@ -38,6 +38,9 @@ def test_statuses():
     hw, t, d, dec = built()
     c = crossover.find(hw, t, d, dec, "pass", batch_max=100.0)
     assert int(c.status) == 2 and np.isnan(float(c.crossover_batch))  # helps throughout up to 100
+    assert np.isnan(float(c.pays_again_batch))
+    hw, t, d, dec = built()
+    assert np.isnan(float(crossover.find(hw, t, d, dec, "pass").pays_again_batch))  # dense: never recovers
     assert crossover.STATUS == {0: "crosses", 1: "never_helps", 2: "helps_throughout"}
 
 
@@ -61,6 +64,11 @@ def test_first_crossing_of_non_monotone_curve():
     first = grid[np.argmax(s < 1)]
     c = crossover.find(hw, t, d, dec, "operator")
     assert float(c.crossover_batch) == pytest.approx(first, rel=2e-3)
+    # and where it pays again: the first grid point past B* with S >= 1
+    again = grid[np.argmax((s >= 1) & (grid > first))]
+    assert float(c.pays_again_batch) == pytest.approx(again, rel=2e-3)
+    s_at = lambda b: float(step(hw, t, d, dec.replace(batch=F64(b)), "operator").speedup)  # noqa: E731
+    assert s_at(float(c.pays_again_batch) * 0.999) < 1.0 <= s_at(float(c.pays_again_batch) * 1.001)
 
 
 def test_vmapped_crossover_matches_scalar():
