@@ -106,3 +106,23 @@ def test_bad_files(capsys, tmp_path):
 def test_python_dash_m():
     r = subprocess.run([sys.executable, "-m", "specjax", "--help"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "crossover" in r.stdout
+
+
+def test_sensitivity_and_optimize_json(capsys):
+    flags = ["--target", "gpt-oss-120b", "--hardware", "h200", "--draft-cost", "0.145", "--k", "2", "--alpha",
+             "0.814", "--kv-dtype", "fp8", "--roofline", "pass", "--json"]
+    code, out, _ = run(capsys, ["sensitivity", *flags])
+    r = json.loads(out)
+    assert code == 0 and r["crossover_batch"] == pytest.approx(1974, rel=0.01)
+    assert set(r["elasticities"]) >= {"hbm_bytes_per_s", "flops_per_s", "alpha", "k", "context", "draft_cost",
+                                      "fixed_overhead_s"}
+    assert r["elasticities"]["alpha"] == pytest.approx(2.19, abs=0.02)
+    assert list(r["elasticities"])[0] in ("flops_per_s", "hbm_bytes_per_s", "flops_efficiency", "hbm_efficiency")
+    code, out, _ = run(capsys, ["optimize", *flags, "--batch", "1", "--batch", "256", "--batch", "4096"])
+    o = json.loads(out)
+    assert code == 0 and [row["batch"] for row in o["k_star_by_batch"]] == [1.0, 256.0, 4096.0]
+    assert all(set(row) >= {"batch", "k_star", "speedup"} for row in o["k_star_by_batch"])
+    assert o["k_star_by_batch"][2]["k_star"] == 0 and o["k_star_by_batch"][2]["speedup"] == 1.0
+    assert o["switch_off_batch"] == pytest.approx(2754, rel=0.01)
+    code, out, _ = run(capsys, ["sensitivity", *flags[:-1]])
+    assert code == 0 and "crossover batch B* = 1974" in out and "elasticity" in out
