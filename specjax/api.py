@@ -17,6 +17,10 @@ from . import sensitivity as _sensitivity
 from .speculative import STATUS, step
 
 
+def _finite_or_none(x):
+    return x if math.isfinite(x) else None
+
+
 def to_python(named_tuple):
     """NamedTuple of 0-d arrays -> dict of Python floats (NaN and inf -> None)."""
     out = {}
@@ -79,19 +83,19 @@ def sensitivity(scenario, batch_max=65536.0, dtype=None):
     return out
 
 
-@functools.partial(jax.jit, static_argnames=("mode", "k_max"))
-def _opt(hw, target, draft, dec, batches, batch_max, mode, k_max):
-    per = jax.vmap(lambda b: _optimize.search(hw, target, draft, dec.replace(batch=b), mode, k_max))(batches)
+@functools.partial(jax.jit, static_argnames=("mode", "k_max", "method"))
+def _opt(hw, target, draft, dec, batches, batch_max, mode, k_max, method):
+    per = jax.vmap(lambda b: _optimize.best_k(hw, target, draft, dec.replace(batch=b), mode, k_max, method))(batches)
     off = _optimize.switch_off_batch(hw, target, draft, dec, mode, k_max, batch_max)
     return per, off
 
 
-def optimize(scenario, batches, k_max=16, batch_max=65536.0, dtype=None):
+def optimize(scenario, batches, k_max=16, batch_max=65536.0, dtype=None, method="optax"):
     """k* (optax search, integer-checked) at each batch, and the switch-off batch."""
     hw, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
     b = np.asarray(batches, dtype=np.asarray(dec.alpha).dtype)
-    per, off = _opt(hw, tgt, draft, dec, b, batch_max, scenario.roofline, int(k_max))
+    per, off = _opt(hw, tgt, draft, dec, b, batch_max, scenario.roofline, int(k_max), method)
     rows = [dict(batch=float(bi), k_star=int(per.k_star[i]), speedup=float(per.speedup[i]),
-                 k_relaxed=float(per.k_relaxed[i])) for i, bi in enumerate(b)]
+                 k_relaxed=_finite_or_none(float(per.k_relaxed[i]))) for i, bi in enumerate(b)]
     off = float(off)
     return dict(k_star_by_batch=rows, switch_off_batch=off if math.isfinite(off) else None)

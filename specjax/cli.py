@@ -151,6 +151,8 @@ def sensitivity(model, batch_max: BatchMax = 65536.0, as_json: Json = False):
 def optimize(model,
              batch: Annotated[Optional[list[float]], typer.Option(help="Batches to optimise at (repeatable).")] = None,
              k_max: Annotated[int, typer.Option(help="Largest draft length considered.", min=1, max=64)] = 16,
+             method: Annotated[str, typer.Option(help="optax (gradient search) | brute (every integer k).")
+                               ] = "optax",
              batch_max: BatchMax = 65536.0, as_json: Json = False):
     """Best draft length k* at each batch, and the batch beyond which speculation should be off."""
     sc = _scenario(**model)
@@ -158,7 +160,9 @@ def optimize(model,
     bad = [b for b in batches if not 1 <= b <= 1e7]
     if bad:
         raise SpecError(f"batch={bad[0]!r}; expected 1 <= batch <= 1e7 (sequences)")
-    r = api.optimize(sc, batches, k_max, batch_max)
+    if method not in ("optax", "brute"):
+        raise SpecError(f"method={method!r}; expected optax or brute")
+    r = api.optimize(sc, batches, k_max, batch_max, method=method)
     if as_json:
         _print_json(r)
         return

@@ -67,6 +67,7 @@ class SweepSpec:
     batch_points: int = 96
     sensitivity: tuple = ()
     k_max: int = 0
+    k_method: str = "optax"
     description: str = ""
 
     @property
@@ -255,9 +256,12 @@ def from_text(text, source="<spec>"):
     if kind in ("none", "best_k") and "batch" not in axes and "batch" not in fixed:
         raise SpecError(f"give batch in [fixed] or [axes] (reduce.kind={kind!r}) in {src}")
     opt = _table(data, "optimize", src)
-    extra = set(opt) - {"k_max"}
+    extra = set(opt) - {"k_max", "method"}
     if extra:
-        raise unknown_name("key in [optimize]", sorted(extra)[0], ["k_max"], src)
+        raise unknown_name("key in [optimize]", sorted(extra)[0], ["k_max", "method"], src)
+    k_method = opt.get("method", "optax")
+    if k_method not in ("optax", "brute"):
+        raise field_error("optimize.method", k_method, "'optax' (gradient search) or 'brute' (every integer k)", src)
     k_max = opt.get("k_max", 16 if ("optimize" in data or kind == "best_k") else 0)
     if ("optimize" in data or kind == "best_k") and (isinstance(k_max, bool) or not isinstance(k_max, int)
                                                      or not 1 <= k_max <= 64):
@@ -289,6 +293,7 @@ def from_text(text, source="<spec>"):
         pairs=pairs, fixed=fixed, axes=axes, roofline=data.get("roofline", "operator"),
         compute_dtype=data.get("compute_dtype", "bf16"), chunk_size=chunk, experts_hold=hold, reduce=kind,
         batch_max=float(batch_max), batch_points=batch_points, sensitivity=tuple(sens_inputs), k_max=int(k_max),
+        k_method=k_method,
         description=str(data.get("description", "")))
     if spec.rows_per_combo > 1 << 40:
         raise field_error("axes", f"{spec.rows_per_combo} rows", "at most 2^40 rows per combination", src)

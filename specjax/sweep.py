@@ -67,7 +67,7 @@ def _reduce_crossover(hw, tgt, draft, dec, invalid, values, cfg):
 
 
 def _reduce_best_k(hw, tgt, draft, dec, invalid, values, cfg):
-    o = _optimize.search(hw, tgt, draft, dec, cfg.mode, cfg.k_max)
+    o = _optimize.best_k(hw, tgt, draft, dec, cfg.mode, cfg.k_max, cfg.k_method)
     status = jnp.where(invalid, 4.0, step(hw, tgt, draft, dec.replace(k=o.k_star), cfg.mode).status)
     out = _masked(invalid, k_star=o.k_star, speedup_k_star=o.speedup, k_relaxed=o.k_relaxed)
     return out, status, (status == 0) & jnp.isfinite(o.speedup)
@@ -100,6 +100,7 @@ class KernelConfig(NamedTuple):
     batch_points: int
     k_max: int
     sensitivity: tuple
+    k_method: str = "optax"
 
 
 def point(flat, values, hw, target, draft, dec, cfg):
@@ -113,7 +114,7 @@ def point(flat, values, hw, target, draft, dec, cfg):
     results, status, valid = REDUCTIONS[cfg.reduce](hw, tgt, draft, dec, invalid, values, cfg)
     out.update(results, valid=valid)
     if cfg.k_max and cfg.reduce != "best_k":
-        o = _optimize.search(hw, tgt, draft, dec, cfg.mode, cfg.k_max)
+        o = _optimize.best_k(hw, tgt, draft, dec, cfg.mode, cfg.k_max, cfg.k_method)
         out.update(_masked(invalid, k_star=o.k_star, speedup_k_star=o.speedup))
     out["status_code"] = status.astype(jnp.int8)
     return out
@@ -135,7 +136,7 @@ def _kernel(chunk, n_devices, cfg):
 
 def spec_static(spec):
     return KernelConfig(spec.reduce, spec.roofline, spec.experts_hold, spec.batch_max, spec.batch_points,
-                        spec.k_max, tuple(spec.sensitivity))
+                        spec.k_max, tuple(spec.sensitivity), spec.k_method)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -98,6 +98,10 @@ def test_max_speedup_and_best_k_reductions(tmp_path):
     b = io.read_results(tmp_path / "b").collect().sort("pair", "batch_seqs")
     got = b.filter(pl.col("pair") == "llama-3-70b+ratio")["k_star"].to_list()
     assert got[0] == 5 and got[2] == 0
+    s = spec.from_text(text + "[reduce]\nkind = \"best_k\"\n[optimize]\nk_max = 8\nmethod = \"brute\"\n", "c.toml")
+    sweep.run(s, tmp_path / "c")
+    c = io.read_results(tmp_path / "c").collect().sort("pair", "batch_seqs")
+    assert c["k_star"].to_list() == b["k_star"].to_list() and c["k_relaxed"].is_null().all()
 
 
 def test_no_recompilation_after_first_chunk(tmp_path):
