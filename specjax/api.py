@@ -18,16 +18,18 @@ from .speculative import STATUS, step
 
 
 def _finite_or_none(x):
-    return x if math.isfinite(x) else None
+    """A Python float, or None where it is NaN or infinite (JSON has neither)."""
+    f = float(np.asarray(x))
+    return f if math.isfinite(f) else None
+
+
+def _int_or_none(x):
+    return None if x is None else int(x)
 
 
 def to_python(named_tuple):
     """NamedTuple of 0-d arrays -> dict of Python floats (NaN and inf -> None)."""
-    out = {}
-    for k, v in named_tuple._asdict().items():
-        f = float(np.asarray(v))
-        out[k] = f if math.isfinite(f) else None
-    return out
+    return {k: _finite_or_none(v) for k, v in named_tuple._asdict().items()}
 
 
 @functools.partial(jax.jit, static_argnames=("mode",))
@@ -48,7 +50,7 @@ def point(scenario, dtype=None):
     r["status"] = STATUS[int(r["status"])]
     r["feasible"] = bool(r["feasible"])
     for key in ("max_batch_base", "max_batch_sd"):
-        r[key] = None if r[key] is None else int(r[key])
+        r[key] = _int_or_none(r[key])
     return r
 
 
@@ -62,8 +64,8 @@ def _crossover_dict(found):
     c = to_python(found)
     c["status"] = _crossover.STATUS[int(c["status"])]
     c["beyond_memory"] = bool(c["beyond_memory"])
-    c["crossover_batch_int"] = None if c["crossover_batch_int"] is None else int(c["crossover_batch_int"])
-    c["max_batch_sd"] = None if c["max_batch_sd"] is None else int(c["max_batch_sd"])
+    for key in ("crossover_batch_int", "max_batch_sd"):
+        c[key] = _int_or_none(c[key])
     return c
 
 
@@ -77,7 +79,7 @@ def sensitivity(scenario, batch_max=65536.0, dtype=None):
     hw, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
     c, deriv, elast = _sens(hw, tgt, draft, dec, batch_max, scenario.roofline)
     out = _crossover_dict(c)
-    clean = lambda d: {k: (None if not math.isfinite(float(v)) else float(v)) for k, v in d.items()}  # noqa: E731
+    clean = lambda d: {k: _finite_or_none(v) for k, v in d.items()}  # noqa: E731
     out["elasticities"] = dict(sorted(clean(elast).items(), key=lambda kv: -abs(kv[1] or 0.0)))
     out["derivatives"] = clean(deriv)
     return out
@@ -96,6 +98,6 @@ def optimize(scenario, batches, k_max=16, batch_max=65536.0, dtype=None, method=
     b = np.asarray(batches, dtype=np.asarray(dec.alpha).dtype)
     per, off = _opt(hw, tgt, draft, dec, b, batch_max, scenario.roofline, int(k_max), method)
     rows = [dict(batch=float(bi), k_star=int(per.k_star[i]), speedup=float(per.speedup[i]),
-                 k_relaxed=_finite_or_none(float(per.k_relaxed[i]))) for i, bi in enumerate(b)]
+                 k_relaxed=_finite_or_none(per.k_relaxed[i])) for i, bi in enumerate(b)]
     off = float(off)
     return dict(k_star_by_batch=rows, switch_off_batch=off if math.isfinite(off) else None)

@@ -43,9 +43,9 @@ def expected_experts(n_tokens, n_experts, top_k):
     return jnp.where(n_experts > 0, touched, 0.0)
 
 
-def effective_context(context, window, windowed):
-    """Tokens of KV a layer reads: min(L, window) on sliding-window layers, L elsewhere."""
-    return jnp.where(windowed, jnp.minimum(context, window), context)
+def effective_context(context, window):
+    """Tokens of KV a sliding-window layer reads or stores: min(L, window) (full layers: L)."""
+    return jnp.minimum(context, window)
 
 
 def operator_costs(model, batch, q, context, tp, expert_locality=0.0):
@@ -57,7 +57,7 @@ def operator_costs(model, batch, q, context, tp, expert_locality=0.0):
     n = batch * q
     kv_tok = model.kv_elems_per_tok * model.b_kv
     l_full = context
-    l_win = effective_context(context, model.window, True)
+    l_win = effective_context(context, model.window)
     flops = tuple(f / tp for f in (
         2.0 * n * model.p_dense,
         2.0 * n * model.p_head,

@@ -10,7 +10,6 @@ the allowed range; nothing is written before the whole spec has been validated.
 
 import dataclasses
 import hashlib
-import math
 import pathlib
 import re
 import tomllib
@@ -307,7 +306,3 @@ def load(path):
     """Read a sweep spec file (UTF-8 TOML) and validate it."""
     p = pathlib.Path(path)
     return from_text(read_text(p, "sweep spec", 1 << 20), str(p))
-
-
-def fmt_int(n):
-    return f"{n:,}" if n < 1e6 else f"{n:,} ({n:.3g})" if not math.isinf(n) else "inf"

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 
 from ._pytree import pytree_dataclass
 from .acceptance import tokens_per_step
-from .roofline import pass_cost
+from .roofline import effective_context, pass_cost
 
 # Point status codes (int column `status` in result grids).
 STATUS = {0: "ok", 1: "sd_over_memory", 2: "base_over_memory", 3: "model_does_not_fit"}
@@ -64,7 +64,8 @@ class Result(NamedTuple):
 def kv_bytes_per_seq(model, tokens):
     """KV-cache bytes one sequence of `tokens` tokens stores (windowed layers keep min(L, w))."""
     per_layer = model.kv_elems_per_tok * model.b_kv
-    return per_layer * (model.n_full_layers * tokens + model.n_window_layers * jnp.minimum(tokens, model.window))
+    windowed = effective_context(tokens, model.window)
+    return per_layer * (model.n_full_layers * tokens + model.n_window_layers * windowed)
 
 
 def max_batch(hw, models, tokens, tp, memory_fraction):
