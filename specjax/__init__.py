@@ -8,11 +8,12 @@ __version__ = "0.1.0"
 from .acceptance import alpha_from_tokens as alpha_from_tokens
 from .acceptance import tokens_per_step as tokens_per_step
 from .errors import SpecError as SpecError
-from .hardware import Hardware as Hardware
-from .models import Model as Model
 from .roofline import expected_experts as expected_experts
 from .roofline import pass_cost as pass_cost
 from .scenario import Scenario as Scenario
-from .speculative import Decode as Decode
 from .speculative import Result as Result
 from .speculative import step as step
+from .trees import Decode as Decode
+from .trees import Deployment as Deployment
+from .trees import Hardware as Hardware
+from .trees import Model as Model

@@ -1,7 +1,8 @@
 """Frozen dataclasses registered as JAX pytrees (the jax-md recipe, no extra dependency).
 
-Every field is a numeric leaf; labels stay outside the kernels. `.replace(**kw)` gives
-what-if copies, never mutation.
+Numeric fields are pytree leaves; a field declared with `static()` is metadata: part of the
+tree structure, hashed by `jax.jit` as a compile-time constant (e.g. the roofline mode).
+`.replace(**kw)` gives what-if copies, never mutation. `field_names` lists the leaves only.
 """
 
 import dataclasses
@@ -9,11 +10,19 @@ import dataclasses
 import jax
 
 
+def static(default):
+    """A static (non-leaf) field with a default: a compile-time constant of the kernels."""
+    return dataclasses.field(default=default, metadata={"static": True})
+
+
 def pytree_dataclass(cls):
-    """Make `cls` a frozen dataclass whose fields are all pytree leaves."""
+    """Make `cls` a frozen dataclass; its non-static fields are pytree leaves."""
     cls = dataclasses.dataclass(frozen=True)(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    jax.tree_util.register_dataclass(cls, data_fields=names, meta_fields=[])
+    fields = dataclasses.fields(cls)
+    leaves = [f.name for f in fields if not f.metadata.get("static")]
+    meta = [f.name for f in fields if f.metadata.get("static")]
+    jax.tree_util.register_dataclass(cls, data_fields=leaves, meta_fields=meta)
     cls.replace = lambda self, **kw: dataclasses.replace(self, **kw)
-    cls.field_names = tuple(names)
+    cls.field_names = tuple(leaves)
+    cls.static_names = tuple(meta)
     return cls

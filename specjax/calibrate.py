@@ -14,6 +14,7 @@ times all three are fitted.
 
 import dataclasses
 import functools
+import json
 import zlib
 
 import jax
@@ -21,13 +22,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from . import catalogue
 from . import hardware as _hw
 from . import measured, validate
 from .errors import SpecError
 from .speculative import step
 
-BOUNDS = {"flops_efficiency": (0.02, 1.0), "hbm_efficiency": (0.2, 1.0), "fixed_overhead_s": (0.0, 5e-3),
-          "expert_locality": (0.0, 1.0), "non_overlap": (0.0, 1.0)}
+BOUNDS = {n: i.fit for n, i in catalogue.FIT.items()}  # physical bounds of each calibrated parameter
 FIELDS = tuple(BOUNDS)
 
 
@@ -50,8 +51,8 @@ def _unsquash(v, name):
     return float(np.log(p / (1 - p)))
 
 
-@functools.partial(jax.jit, static_argnames=("mode", "steps", "fit"))
-def _fit(hw, tgt, dr, dec, hw_idx, alpha_known, anchor_of, s_meas, t_base, t_sd, init, mode, steps, fit,
+@functools.partial(jax.jit, static_argnames=("steps", "fit"))
+def _fit(hw, deploy, tgt, dr, dec, hw_idx, alpha_known, anchor_of, s_meas, t_base, t_sd, init, steps, fit,
          learning_rate):
     """optax loop over per-hardware parameters; rows without a known alpha take the alpha that
     matches their series' anchor row (as `validate` does). Returns params, loss history, final loss."""
@@ -64,10 +65,9 @@ def _fit(hw, tgt, dr, dec, hw_idx, alpha_known, anchor_of, s_meas, t_base, t_sd,
 
     def loss(params):
         h = apply(params)
-        a_all = jax.vmap(lambda hh, t, d, x, s: validate.matching_alpha(hh, t, d, x, s, mode, 40))(
-            h, tgt, dr, dec, s_meas)
+        a_all = jax.vmap(lambda *a: validate.matching_alpha(*a, 40))(h, deploy, tgt, dr, dec, s_meas)
         alpha = jnp.where(has_anchor, a_all[jnp.maximum(anchor_of, 0)], alpha_known)
-        r = jax.vmap(lambda hh, t, d, x: step(hh, t, d, x, mode))(h, tgt, dr, dec.replace(alpha=alpha))
+        r = jax.vmap(step)(h, deploy, tgt, dr, dec.replace(alpha=alpha))
         err = (jnp.log(r.speedup) - jnp.log(s_meas)) ** 2
         okb, oks = jnp.isfinite(t_base), jnp.isfinite(t_sd)
         err += jnp.where(okb, (jnp.log(r.t_target_s) - jnp.log(jnp.where(okb, t_base, 1.0))) ** 2, 0.0)
@@ -111,7 +111,7 @@ def fit(rows, *, mode="operator", fit_locality=False, fit_overlap=True, hbm_effi
         (("expert_locality",) if fit_locality else ()) + (("non_overlap",) if fit_overlap else ())
     hw_names = sorted({r.hardware for r in tr_rows})
     hw_pos = {h: i for i, h in enumerate(hw_names)}
-    hw, tgt, dr, dec = measured.stack(tr_rows, None, dtype)
+    hw, deploy, tgt, dr, dec = measured.stack(tr_rows, None, dtype, mode)
     if not has_times:
         hw = hw.replace(hbm_efficiency=jnp.full_like(hw.hbm_efficiency, hbm_efficiency))
     known, _ = validate.known_alpha(tr_rows, dtype)
@@ -122,9 +122,9 @@ def fit(rows, *, mode="operator", fit_locality=False, fit_overlap=True, hbm_effi
     t_base = np.array([r.t_base_s if r.t_base_s else np.nan for r in tr_rows])
     t_sd = np.array([r.t_sd_step_s if r.t_sd_step_s else np.nan for r in tr_rows])
     hw_idx = jnp.asarray([hw_pos[r.hardware] for r in tr_rows])
-    params, hist, final = _fit(hw, tgt, dr, dec, hw_idx, jnp.asarray(np.nan_to_num(known, nan=0.5), dtype),
+    params, hist, final = _fit(hw, deploy, tgt, dr, dec, hw_idx, jnp.asarray(np.nan_to_num(known, nan=0.5), dtype),
                                jnp.asarray(anchor_of), jnp.asarray([r.speedup for r in tr_rows], dtype),
-                               jnp.asarray(t_base, dtype), jnp.asarray(t_sd, dtype), init, mode, steps, fit_fields,
+                               jnp.asarray(t_base, dtype), jnp.asarray(t_sd, dtype), init, steps, fit_fields,
                                learning_rate)
     values, profiles = {}, {}
     for h in hw_names:
@@ -139,19 +139,24 @@ def fit(rows, *, mode="operator", fit_locality=False, fit_overlap=True, hbm_effi
                        loss_history=np.asarray(hist), fit_fields=fit_fields)
 
 
+def _toml_value(v):
+    """A TOML literal: numbers as numbers, strings as JSON-escaped basic strings (valid TOML)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return f"{v:.6g}" if isinstance(v, float) else str(v)
+    return json.dumps(str(v))
+
+
 def profile_toml(profile, stats):
-    """A hardware TOML for a calibrated profile (usable wherever a hardware preset is)."""
-    lines = [f"# Calibrated by specjax calibrate from {stats.get('data', '?')}; fitted: {stats.get('fitted', '')}",
-             f'name = "{profile.name} (calibrated)"', f'calibrated_for = "{profile.calibrated_for}"',
-             f'source = "{profile.source}"', f"hbm_bytes_per_s = {profile.hbm_bytes_per_s:.6g}",
-             f"hbm_bytes = {profile.hbm_bytes:.6g}", f"link_bytes_per_s = {profile.link_bytes_per_s:.6g}",
-             f"link_latency_s = {profile.link_latency_s:.6g}",
-             f"flops_efficiency = {profile.flops_efficiency:.6g}", f"hbm_efficiency = {profile.hbm_efficiency:.6g}",
-             f"fixed_overhead_s = {profile.fixed_overhead_s:.6g}", f"expert_locality = {profile.expert_locality:.6g}",
-             f"non_overlap = {profile.non_overlap:.6g}",
-             "", "[flops_per_s]"]
-    lines += [f"{k} = {v:.6g}" for k, v in profile.flops_per_s.items()]
+    """A hardware TOML for a calibrated profile (usable wherever a hardware preset is). Every profile
+    key of the input catalogue is written, so no field of the profile can be dropped."""
+    lines = [f"# Calibrated by specjax calibrate; fitted: {' '.join(str(stats.get('fitted', '')).split())}",
+             f"name = {_toml_value(profile.name + ' (calibrated)')}",
+             f"calibrated_for = {_toml_value(profile.calibrated_for)}", f"source = {_toml_value(profile.source)}"]
+    lines += [f"{k} = {_toml_value(float(profile.rates[k]))}" for k in catalogue.PROFILE]
+    lines += ["", "[flops_per_s]"]
+    lines += [f"{k} = {_toml_value(float(v))}" for k, v in profile.flops_per_s.items()]
     lines += ["", "[calibration]"]
-    for k, v in stats.items():
-        lines.append(f"{k} = {v!r}" if isinstance(v, (int, float)) else f'{k} = "{v}"')
+    lines += [f"{k} = {_toml_value(v)}" for k, v in stats.items()]
     return "\n".join(lines) + "\n"

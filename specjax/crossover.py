@@ -3,7 +3,7 @@
 S need not be monotone in B (MoE: rises then falls; long context: can rise again), so S is
 bracketed on a log grid of B in [1, batch_max] and the first sign change refined by bisection
 in log B. Pure and vmappable; `lax.fori_loop` for the bisection.
-Status codes: 0 crosses, 1 never_helps (S(1) < 1), 2 helps_throughout (no crossing up to batch_max).
+Statuses (`status.Curve`): crosses, never_helps (S(1) < 1), helps_throughout (no crossing up to batch_max).
 Because S can dip below 1 and recover (an MoE target verifying k+1 tokens per sequence touches more
 experts at small batch), `pays_again_batch` reports where S climbs back to 1 after B*, if it does.
 """
@@ -14,8 +14,7 @@ import jax.numpy as jnp
 
 from ._search import first_crossing
 from .speculative import step
-
-STATUS = {0: "crosses", 1: "never_helps", 2: "helps_throughout"}
+from .status import Curve
 
 
 class Crossover(NamedTuple):
@@ -23,7 +22,7 @@ class Crossover(NamedTuple):
 
     crossover_batch: float
     crossover_batch_int: float
-    status: float
+    status: int            # a `status.Curve` code (int8)
     speedup_at_batch_1: float
     max_batch_sd: float
     beyond_memory: float   # 1.0 if B* exceeds the memory-feasible batch with the drafter
@@ -31,16 +30,16 @@ class Crossover(NamedTuple):
     pays_again_batch: float  # first batch above B* where S >= 1 again (NaN if none up to batch_max)
 
 
-def speedup_at(hw, target, draft, dec, batch, mode):
+def speedup_at(hw, deploy, target, draft, dec, batch):
     """S at a (real) batch, other inputs as in `dec`."""
-    return step(hw, target, draft, dec.replace(batch=batch), mode).speedup
+    return step(hw, deploy, target, draft, dec.replace(batch=batch)).speedup
 
 
-def find(hw, target, draft, dec, mode="operator", batch_max=65536.0, n_grid=96, n_bisect=40):
+def find(hw, deploy, target, draft, dec, batch_max=65536.0, n_grid=96, n_bisect=40):
     """Locate the crossover batch. `dec.batch` is ignored.
 
     Args:
-      hw, target, draft, dec: as in `speculative.step`. mode: roofline mode (static).
+      hw, deploy, target, draft, dec: as in `speculative.step`.
       batch_max: upper end of the search (sequences). n_grid: log-grid points (static).
       n_bisect: bisection steps in log B (static).
 
@@ -49,14 +48,16 @@ def find(hw, target, draft, dec, mode="operator", batch_max=65536.0, n_grid=96, 
     """
     dtype = jnp.result_type(dec.alpha, jnp.float32)
     b_star, r, crosses, b_back, pays_again = first_crossing(
-        lambda res: res.speedup < 1.0, lambda b: step(hw, target, draft, dec.replace(batch=b), mode),
+        lambda res: res.speedup < 1.0, lambda b: step(hw, deploy, target, draft, dec.replace(batch=b)),
         batch_max, n_grid, n_bisect, dtype)
     s1, mb_sd = r.speedup[0], r.max_batch_sd[0]
-    status = jnp.where(s1 < 1.0, 1.0, jnp.where(crosses, 0.0, 2.0))
-    b_star = jnp.where(status == 0.0, b_star, jnp.nan)
+    c = {m: jnp.int8(int(m)) for m in Curve}
+    status = jnp.where(s1 < 1.0, c[Curve.NEVER_HELPS], jnp.where(crosses, c[Curve.CROSSES], c[Curve.HELPS_THROUGHOUT]))
+    is_cross = status == c[Curve.CROSSES]
+    b_star = jnp.where(is_cross, b_star, jnp.nan)
     b_fit = jnp.clip(jnp.minimum(mb_sd, batch_max), 1.0, None)
-    s_fit = jnp.where(mb_sd >= 1, speedup_at(hw, target, draft, dec, b_fit, mode), jnp.nan)
+    s_fit = jnp.where(mb_sd >= 1, speedup_at(hw, deploy, target, draft, dec, b_fit), jnp.nan)
     return Crossover(crossover_batch=b_star, crossover_batch_int=jnp.ceil(b_star), status=status,
                      speedup_at_batch_1=s1, max_batch_sd=mb_sd,
-                     beyond_memory=((status == 0.0) & (b_star > mb_sd)).astype(dtype), speedup_at_max_batch=s_fit,
-                     pays_again_batch=jnp.where((status != 2.0) & pays_again, b_back, jnp.nan))
+                     beyond_memory=(is_cross & (b_star > mb_sd)).astype(dtype), speedup_at_max_batch=s_fit,
+                     pays_again_batch=jnp.where((status != c[Curve.HELPS_THROUGHOUT]) & pays_again, b_back, jnp.nan))

@@ -3,12 +3,12 @@
 No host-side meshgrid: each axis is a small value array; a chunk of flat indices
 `start + arange(chunk)` is unravelled (row-major, last axis fastest) with integer division
 inside the jitted kernel, and the values gathered per point. `apply` writes a point's axis
-values into the (Hardware, target Model, Decode) pytrees.
+values into the pytrees, where the input catalogue says each one lives.
 """
 
 import jax.numpy as jnp
 
-from . import axes as _axes
+from . import catalogue
 from .acceptance import alpha_from_tokens
 
 
@@ -29,20 +29,21 @@ def gather(flat, values):
     return {name: v[d] for (name, v), d in zip(values.items(), digits)}
 
 
-def apply(point, hw, target, dec, experts_hold="expert_size"):
-    """Return (hw, target, dec, invalid) with the point's values written in.
+def apply(point, hw, deploy, target, dec, experts_hold="expert_size"):
+    """Return (hw, deploy, target, dec, invalid) with the point's values written in.
 
     `invalid` is True where the combination is not physical (top_k > n_experts, an accepted
     length above k + 1); such points get status `invalid_input`, never a silent number.
     """
-    trees = {"hw": hw, "target": target, "dec": dec}
+    trees = {"hw": hw, "deploy": deploy, "target": target, "op": dec}
     invalid = jnp.zeros((), bool)
     for name, value in point.items():
-        tree, field, _, _ = _axes.NUMERIC[name]
-        if field is None:
+        inp = catalogue.INPUTS[name]
+        if inp.leaf is None:
             continue
-        trees[tree] = trees[tree].replace(**{field: value.astype(getattr(trees[tree], field).dtype)})
-    tgt, dec = trees["target"], trees["dec"]
+        tree = trees[inp.tree]
+        trees[inp.tree] = tree.replace(**{inp.leaf: value.astype(getattr(tree, inp.leaf).dtype)})
+    tgt, dec = trees["target"], trees["op"]
     if "n_experts" in point and experts_hold == "footprint":
         tgt = tgt.replace(p_expert=target.p_expert * target.n_experts / tgt.n_experts)
     if "expert_granularity" in point:
@@ -54,4 +55,4 @@ def apply(point, hw, target, dec, experts_hold="expert_size"):
         tau = point["accepted_length"].astype(dec.alpha.dtype)
         invalid = invalid | (tau > dec.k + 1.0)
         dec = dec.replace(alpha=alpha_from_tokens(jnp.minimum(tau, dec.k + 1.0), dec.k))
-    return trees["hw"], tgt, dec, invalid
+    return trees["hw"], trees["deploy"], tgt, dec, invalid

@@ -8,60 +8,28 @@ A hardware file (presets in `specjax/presets/hardware/*.toml`, or a user's own) 
 """
 
 import dataclasses
-import math
 import pathlib
 import tomllib
 
 import jax.numpy as jnp
 
-from ._pytree import pytree_dataclass
+from . import catalogue
 from .dtypes import COMPUTE_DTYPES
 from .errors import SpecError, field_error, read_text, unknown_name
+from .trees import Hardware
+
+__all__ = ["Hardware", "HardwareProfile", "load", "preset_slugs", "profile_from_dict", "RATES"]
 
 PRESET_DIR = pathlib.Path(__file__).parent / "presets" / "hardware"
 DEFAULT_LINK_LATENCY_S = 5e-6  # per all-reduce when a file gives none (not in the hardware sources)
 
 
-@pytree_dataclass
-class Hardware:
-    """One accelerator as seen by the kernels (all leaves; SI units in the names).
-
-    Attributes:
-      flops_per_s: peak dense FLOP/s for the compute dtype, one GPU.
-      hbm_bytes_per_s: HBM bandwidth, bytes/s, one GPU.
-      hbm_bytes: HBM capacity, bytes, one GPU.
-      link_bytes_per_s: interconnect bandwidth, one direction, bytes/s, one GPU.
-      link_latency_s: latency added to each all-reduce, seconds.
-      flops_efficiency: achieved fraction of `flops_per_s` (eta_F).
-      hbm_efficiency: achieved fraction of `hbm_bytes_per_s` (eta_W).
-      fixed_overhead_s: per forward pass overhead (launches, scheduling), seconds.
-      expert_locality: 0 = sequences route independently (uniform routing, MODEL.md); 1 = all
-        sequences of a batch route identically (e.g. one prompt copied B times). Distinct experts
-        are those of n_eff = q (1 + (1 - lambda)(B - 1)) tokens. Fitted by calibration.
-      non_overlap: sigma in [0, 1]; an operator takes max(t_math, t_mem) + sigma min(t_math, t_mem):
-        0 is the roofline of MODEL.md (perfect overlap), 1 the scaling book's upper bound (sum).
-        Fitted by calibration: real kernels round the roofline's knee.
-    """
-
-    flops_per_s: float
-    hbm_bytes_per_s: float
-    hbm_bytes: float
-    link_bytes_per_s: float
-    link_latency_s: float
-    flops_efficiency: float = 1.0
-    hbm_efficiency: float = 1.0
-    fixed_overhead_s: float = 0.0
-    expert_locality: float = 0.0
-    non_overlap: float = 0.0
-
-    @property
-    def critical_intensity(self):
-        """FLOP per byte above which a pass is compute-bound (achieved rates)."""
-        return (self.flops_per_s * self.flops_efficiency) / (self.hbm_bytes_per_s * self.hbm_efficiency)
-
-
-RATES = tuple(f for f in Hardware.field_names if f != "flops_per_s")  # the scalar keys of a hardware file
-DEFAULTS = {f.name: f.default for f in dataclasses.fields(Hardware) if f.default is not dataclasses.MISSING}
+RATES = tuple(catalogue.PROFILE)  # the scalar keys of a hardware file (all but the [flops_per_s] table)
+assert set(RATES) | {"flops_per_s"} == set(Hardware.field_names), "catalogue and Hardware disagree"
+DEFAULTS = {f.name: f.default for f in dataclasses.fields(Hardware)
+            if f.default is not dataclasses.MISSING and f.name in RATES}
+DEFAULTS.setdefault("link_latency_s", DEFAULT_LINK_LATENCY_S)
+REQUIRED = tuple(k for k in RATES if k not in DEFAULTS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,29 +58,16 @@ class HardwareProfile:
         labels = {k: kw.pop(k) for k in ("calibrated_for", "name", "source") if k in kw}
         return dataclasses.replace(self, rates={**self.rates, **kw}, **labels)
 
-    def resolve(self, compute_dtype="bf16", dtype=jnp.float32):
+    def resolve(self, compute_dtype="bf16", dtype=jnp.float32, roofline="operator"):
         """Return the kernel pytree for `compute_dtype`, or raise `SpecError` if no peak is known."""
         if compute_dtype not in self.flops_per_s:
             raise field_error("compute_dtype", compute_dtype,
                               f"a dtype with a peak on {self.slug}: {', '.join(self.flops_per_s)}")
         vals = dict(self.rates, flops_per_s=self.flops_per_s[compute_dtype])
-        return Hardware(**{k: jnp.asarray(v, dtype) for k, v in vals.items()})
+        return Hardware(**{k: jnp.asarray(v, dtype) for k, v in vals.items()}, roofline=roofline)
 
 
-_POSITIVE = ("hbm_bytes_per_s", "hbm_bytes", "link_bytes_per_s")
-_FRACTION = ("0 < x <= 1", lambda v: 0 < v <= 1)
-_SECONDS = ("0 <= x < 1", lambda v: 0 <= v < 1)
-_UNIT = ("0 <= x <= 1", lambda v: 0 <= v <= 1)
-_OPTIONAL = {"flops_efficiency": _FRACTION, "hbm_efficiency": _FRACTION, "fixed_overhead_s": _SECONDS,
-             "link_latency_s": _SECONDS, "expert_locality": _UNIT, "non_overlap": _UNIT}  # key: (range, check)
-_KNOWN = {"name", "source", "calibrated_for", "calibration", "flops_per_s", *_POSITIVE, *_OPTIONAL}
-
-
-def _number(data, key, source, allowed, ok):
-    v = data[key]
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not ok(v):
-        raise field_error(key, v, allowed, source)
-    return float(v)
+_KNOWN = {"name", "source", "calibrated_for", "calibration", "flops_per_s", *RATES}
 
 
 def profile_from_dict(data, slug, source):
@@ -120,7 +75,7 @@ def profile_from_dict(data, slug, source):
     unknown = set(data) - _KNOWN
     if unknown:
         raise unknown_name("hardware key", sorted(unknown)[0], _KNOWN, source)
-    for key in ("name", "flops_per_s", *_POSITIVE):
+    for key in ("name", "flops_per_s", *REQUIRED):
         if key not in data:
             raise SpecError(f"missing required key {key!r} in {source}")
     if not isinstance(data["name"], str):
@@ -132,12 +87,11 @@ def profile_from_dict(data, slug, source):
     for dt in flops:
         if dt not in COMPUTE_DTYPES:
             raise unknown_name("compute dtype in [flops_per_s]", dt, COMPUTE_DTYPES, source)
-        peaks[dt] = _number(flops, dt, source, "a finite number > 0 (FLOP/s)", lambda v: v > 0)
-        if peaks[dt] < 1e6:
-            raise field_error(f"flops_per_s.{dt}", flops[dt], "FLOP/s (>= 1e6; did you give TFLOP/s?)", source)
-    vals = {k: _number(data, k, source, "a finite number > 0", lambda v: v > 0) for k in _POSITIVE}
-    for k, (allowed, ok) in _OPTIONAL.items():
-        vals[k] = _number(data, k, source, allowed, ok) if k in data else DEFAULTS.get(k, DEFAULT_LINK_LATENCY_S)
+        v = flops[dt]
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1e6:
+            raise field_error(f"flops_per_s.{dt}", v, "FLOP/s (>= 1e6; did you give TFLOP/s?)", source)
+        peaks[dt] = catalogue.check("flops_per_s", v, source, f"flops_per_s.{dt}")
+    vals = {k: catalogue.check(k, data[k], source) if k in data else DEFAULTS[k] for k in RATES}
     for key in ("source", "calibrated_for"):
         if not isinstance(data.get(key, ""), str):
             raise field_error(key, data[key], "a string", source)

@@ -17,17 +17,17 @@ import jax.numpy as jnp
 import numpy as np
 import polars as pl
 
+from . import drafters
 from . import hardware as _hw
 from . import models as _models
 from .dtypes import BYTES_PER_ELEMENT, canonical
 from .errors import SpecError, read_text
 from .scenario import Scenario
-from .speculative import Decode
+from .trees import Decode
 
 COLUMNS = ("series", "target", "drafter", "draft", "hardware", "tp", "batch", "k", "acceptance_rate",
            "accepted_length", "context", "weight_dtype", "measured_speedup", "metric", "approximate", "source_url")
 OPTIONAL = ("t_base_s", "t_sd_step_s")
-DRAFTERS = ("model", "eagle", "mtp", "ngram")
 MAX_BYTES = 64 << 20
 
 
@@ -57,10 +57,10 @@ class Row:
         """Short label of where the row comes from (the URL without its scheme)."""
         return self.source_url.split("://", 1)[-1].removeprefix("www.")
 
-    def scenario(self, hardware=None):
+    def scenario(self, hardware=None, roofline="operator"):
         return Scenario(target=self.target, hardware=hardware or self.hardware, drafter=self.drafter,
                         draft=self.draft or None, tp=self.tp, batch=self.batch, k=self.k, alpha=0.5,
-                        context=self.context, weight_dtype=self.weight_dtype)
+                        context=self.context, weight_dtype=self.weight_dtype, roofline=roofline)
 
 
 def _err(path, line, col, value, allowed):
@@ -110,9 +110,9 @@ def load(path):
         for col, known in (("target", model_slugs), ("hardware", hw_slugs)):
             if not _known(r[col], known):
                 raise _err(p, line, col, r[col], f"a preset slug ({', '.join(sorted(known)[:4])}, ...) or a path")
-        if r["drafter"] not in DRAFTERS:
-            raise _err(p, line, "drafter", r["drafter"], f"one of {', '.join(DRAFTERS)}")
-        if r["drafter"] in ("model", "eagle"):
+        if r["drafter"] not in drafters.names(measurable_only=True):
+            raise _err(p, line, "drafter", r["drafter"], f"one of {', '.join(drafters.names(measurable_only=True))}")
+        if drafters.get(r["drafter"]).needs_draft:
             if not _known(r["draft"], model_slugs):
                 raise _err(p, line, "draft", r["draft"] or "", "a draft model or EAGLE head preset for this drafter")
         tp = _number(p, line, "tp", r["tp"], "an integer >= 1", lambda v: v >= 1, integer=True)
@@ -138,8 +138,8 @@ def load(path):
     return rows
 
 
-def stack(rows, profiles=None, dtype=jnp.float32):
-    """Pytrees for all rows, stacked on a leading axis: (Hardware, target, draft, Decode).
+def stack(rows, profiles=None, dtype=jnp.float32, roofline="operator"):
+    """Pytrees for all rows, stacked on a leading axis: (Hardware, Deployment, target, draft, Decode).
 
     `profiles` maps a hardware slug to a `HardwareProfile` that replaces the preset (calibrated).
     Rows sharing a configuration share one build.
@@ -148,23 +148,22 @@ def stack(rows, profiles=None, dtype=jnp.float32):
     for r in rows:
         key = (r.target, r.drafter, r.draft, r.hardware, r.tp, r.weight_dtype)
         if key not in cache:
-            sc = r.scenario()
+            sc = r.scenario(roofline=roofline)
             try:
-                hw, tgt, dr, _ = sc.build(dtype)
+                hw, deploy, tgt, dr, _ = sc.build(dtype)
             except SpecError as e:
                 raise SpecError(f"line {r.line}: {e}") from None
             if profiles and r.hardware in profiles:
-                hw = profiles[r.hardware].resolve(sc.compute_dtype, dtype)
-            cache[key] = (hw, tgt, dr)
-        hw, tgt, dr = cache[key]
-        built.append((hw, tgt, dr, _decode(r, dtype)))
+                hw = profiles[r.hardware].resolve(sc.compute_dtype, dtype, roofline)
+            cache[key] = (hw, deploy, tgt, dr)
+        built.append((*cache[key], _decode(r, dtype)))
     return jax.tree.map(lambda *xs: jnp.stack(xs), *built)
 
 
 def _decode(r, dtype):
     return Decode(**{k: jnp.asarray(v, dtype) for k, v in dict(
-        batch=r.batch, k=r.k, alpha=r.alpha if r.alpha is not None else 0.5, context=r.context, tp=r.tp,
-        draft_cost_ratio=0.0, memory_fraction=0.9).items()})
+        batch=r.batch, k=r.k, alpha=r.alpha if r.alpha is not None else 0.5, context=r.context,
+        draft_cost_ratio=0.0).items()})
 
 
 def series_index(rows):

@@ -12,74 +12,13 @@ import pathlib
 import jax.numpy as jnp
 
 from . import config as _config
-from ._pytree import pytree_dataclass
 from .dtypes import canonical, nbytes
 from .errors import unknown_name
+from .trees import Model
+
+__all__ = ["Model", "target", "eagle_head", "mtp_head", "load_architecture", "preset_slugs", "preset_info"]
 
 PRESET_DIR = pathlib.Path(__file__).parent / "presets" / "models"
-
-
-@pytree_dataclass
-class Model:
-    """Cost-relevant shape of one model replica (counts are weights; bytes per element per group).
-
-    Attributes:
-      d_model: hidden size (all-reduce payload per token is d_model * 2 bytes).
-      n_layers: decoder layers (two all-reduces each under tensor parallelism).
-      p_dense: params read every pass at `b_dense` (attention, dense FFN, shared experts, routers).
-      b_dense: bytes per dense param.
-      p_head: LM-head params, read every pass. b_head: bytes per head param.
-      head_resident: 1 if this replica stores the head, 0 if it reuses the target's (EAGLE-1, MTP).
-      p_stored: params stored but not read per pass (untied embedding, encoder, ...), at `b_head`.
-      n_moe_layers, n_experts, top_k: routed-expert layout (E experts, r routed per token).
-      p_expert: params of one routed expert. b_expert: bytes per expert param.
-      n_full_layers, n_window_layers, window: attention layers over the full context, and over
-        min(context, window) tokens.
-      attn_flops_per_ctx: FLOPs per query token per cached token per layer (4*h*d_h; MLA absorbed).
-      kv_elems_per_tok: K+V elements per token per layer. b_kv: bytes per KV element.
-    """
-
-    d_model: float
-    n_layers: float
-    p_dense: float
-    b_dense: float
-    p_head: float
-    b_head: float
-    head_resident: float
-    p_stored: float
-    n_moe_layers: float
-    n_experts: float
-    top_k: float
-    p_expert: float
-    b_expert: float
-    n_full_layers: float
-    n_window_layers: float
-    window: float
-    attn_flops_per_ctx: float
-    kv_elems_per_tok: float
-    b_kv: float
-
-    @classmethod
-    def zeros(cls, dtype=jnp.float32):
-        """A model with no cost and no memory (the drafter of n-gram and cost-ratio speculation)."""
-        return cls(**{k: jnp.asarray(0.0, dtype) for k in cls.field_names})
-
-    @property
-    def total_params(self):
-        """All stored weight params (experts, embedding and a resident head included)."""
-        return (self.p_dense + self.p_head * self.head_resident + self.p_stored
-                + self.n_moe_layers * self.n_experts * self.p_expert)
-
-    @property
-    def active_params(self):
-        """Params read for one token: dense + head + top-r experts per MoE layer (no embedding)."""
-        return self.p_dense + self.p_head + self.n_moe_layers * self.top_k * self.p_expert
-
-    @property
-    def weight_bytes(self):
-        """Bytes of weights this replica stores (all GPUs of the replica together)."""
-        return (self.p_dense * self.b_dense + (self.p_head * self.head_resident + self.p_stored) * self.b_head
-                + self.n_moe_layers * self.n_experts * self.p_expert * self.b_expert)
 
 
 def _dtypes(arch, weight_dtype, expert_dtype, kv_dtype):

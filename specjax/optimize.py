@@ -23,18 +23,17 @@ class Optimum(NamedTuple):
     k_relaxed: float    # best continuous optimum found by the gradient search
 
 
-def _log_speedup(k, hw, target, draft, dec, mode):
-    return jnp.log(step(hw, target, draft, dec.replace(k=k), mode).speedup)
+def _log_speedup(k, hw, deploy, target, draft, dec):
+    return jnp.log(step(hw, deploy, target, draft, dec.replace(k=k)).speedup)
 
 
-def search(hw, target, draft, dec, mode="operator", k_max=16, starts=(1.0, 4.0, 10.0), steps=60,
-           learning_rate=0.5):
-    """k* at the operating point `dec` (its `k` is ignored). Static: mode, k_max, starts, steps."""
+def search(hw, deploy, target, draft, dec, k_max=16, starts=(1.0, 4.0, 10.0), steps=60, learning_rate=0.5):
+    """k* at the operating point `dec` (its `k` is ignored). Static: k_max, starts, steps."""
     dtype = jnp.result_type(dec.alpha, jnp.float32)
     k_hi = float(k_max)
     k0 = jnp.clip(jnp.asarray(starts, dtype), 1.0, k_hi)
     opt = optax.adam(optax.cosine_decay_schedule(learning_rate, steps, alpha=0.01))
-    grad = jax.grad(lambda k: -_log_speedup(k, hw, target, draft, dec, mode))
+    grad = jax.grad(lambda k: -_log_speedup(k, hw, deploy, target, draft, dec))
 
     def one_start(k):
         def body(carry, _):
@@ -48,46 +47,45 @@ def search(hw, target, draft, dec, mode="operator", k_max=16, starts=(1.0, 4.0, 
 
     ends = jax.vmap(one_start)(k0)
     cands = jnp.clip(jnp.concatenate([jnp.floor(ends), jnp.ceil(ends)]), 1.0, k_hi)
-    s = jax.vmap(lambda k: step(hw, target, draft, dec.replace(k=k), mode).speedup)(cands)
+    s = jax.vmap(lambda k: step(hw, deploy, target, draft, dec.replace(k=k)).speedup)(cands)
     best = jnp.argmax(s)
-    s_cont = jax.vmap(lambda k: step(hw, target, draft, dec.replace(k=k), mode).speedup)(ends)
+    s_cont = jax.vmap(lambda k: step(hw, deploy, target, draft, dec.replace(k=k)).speedup)(ends)
     helps = s[best] > 1.0
     return Optimum(k_star=jnp.where(helps, cands[best], 0.0), speedup=jnp.where(helps, s[best], 1.0),
                    k_relaxed=ends[jnp.argmax(s_cont)])
 
 
-def best_k(hw, target, draft, dec, mode="operator", k_max=16, method="optax"):
+def best_k(hw, deploy, target, draft, dec, k_max=16, method="optax"):
     """k* by `method`: "optax" (gradient search, `search`) or "brute" (every integer, `brute_force`;
     about 70x cheaper for k_max <= 64, k_relaxed is NaN). Both return an `Optimum`."""
     if method == "optax":
-        return search(hw, target, draft, dec, mode, k_max)
+        return search(hw, deploy, target, draft, dec, k_max)
     if method != "brute":
         raise ValueError(f"method={method!r}; expected 'optax' or 'brute'")
-    k, s = brute_force(hw, target, draft, dec, mode, k_max)
+    k, s = brute_force(hw, deploy, target, draft, dec, k_max)
     return Optimum(k_star=k, speedup=s, k_relaxed=jnp.full_like(s, jnp.nan))
 
 
-def brute_force(hw, target, draft, dec, mode="operator", k_max=16):
+def brute_force(hw, deploy, target, draft, dec, k_max=16):
     """Reference k*: evaluate every integer k = 1..k_max; 0 when none pays."""
     ks = jnp.arange(1, k_max + 1, dtype=jnp.result_type(dec.alpha, jnp.float32))
-    s = jax.vmap(lambda k: step(hw, target, draft, dec.replace(k=k), mode).speedup)(ks)
+    s = jax.vmap(lambda k: step(hw, deploy, target, draft, dec.replace(k=k)).speedup)(ks)
     best = jnp.argmax(s)
     helps = s[best] > 1.0
     return jnp.where(helps, ks[best], 0.0), jnp.where(helps, s[best], 1.0)
 
 
-def best_speedup(hw, target, draft, dec, batch, mode="operator", k_max=16):
+def best_speedup(hw, deploy, target, draft, dec, batch, k_max=16):
     """Envelope max over integer k of S at `batch` (used to locate the switch-off batch)."""
-    return brute_force(hw, target, draft, dec.replace(batch=batch), mode, k_max)[1]
+    return brute_force(hw, deploy, target, draft, dec.replace(batch=batch), k_max)[1]
 
 
-def switch_off_batch(hw, target, draft, dec, mode="operator", k_max=16, batch_max=65536.0, n_grid=96,
-                     n_bisect=40):
+def switch_off_batch(hw, deploy, target, draft, dec, k_max=16, batch_max=65536.0, n_grid=96, n_bisect=40):
     """Smallest batch at which even the best integer k gives S <= 1 (NaN if none up to batch_max).
 
     Same bracketing as `crossover.find`, on the envelope max_k S(B, k)."""
     dtype = jnp.result_type(dec.alpha, jnp.float32)
     b, _, any_off, _, _ = first_crossing(lambda env: env <= 1.0,
-                                   lambda x: best_speedup(hw, target, draft, dec, x, mode, k_max),
+                                   lambda x: best_speedup(hw, deploy, target, draft, dec, x, k_max),
                                    batch_max, n_grid, n_bisect, dtype)
     return jnp.where(any_off, b, jnp.nan)

@@ -1,23 +1,27 @@
 """Figures from result grids and from the point model (matplotlib, headless).
 
-Each `*_figure` function returns `(figure, data)`: `data` is the polars DataFrame actually drawn,
-so tests (and users) can check the picture against the grid. `save` writes PNG and SVG.
+Each `*_figure` function takes frames computed by the kernels (`curves`, sweep results, validation
+tables), never a model of its own, and returns `(figure, data)`: `data` is the polars DataFrame
+actually drawn, so tests (and users) can check the picture against the grid. `save` writes PNG and
+SVG. Figures are `matplotlib.figure.Figure` objects (no pyplot, no global backend).
 Palette: Okabe-Ito (colour-blind safe); batch axes are logarithmic; every axis has units.
 """
 
 import pathlib
 
-import matplotlib
+import matplotlib.colors
+import numpy as np
+import polars as pl
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import polars as pl  # noqa: E402
-
-from . import io  # noqa: E402
+from . import io
 
 OKABE_ITO = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
-KINDS = ("speedup", "crossover-map", "sensitivity", "roofline", "optimal-k", "validation")
+
+
+def _subplots(*args, figsize, squeeze=True, **kw):
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(*args, squeeze=squeeze, **kw)
 
 
 def _style(ax, xlabel, ylabel, title=None):
@@ -41,7 +45,6 @@ def save(fig, out):
         fig.savefig(tmp, dpi=150, bbox_inches="tight", format=ext[1:])
         tmp.replace(p)
         paths.append(p)
-    plt.close(fig)
     return paths
 
 
@@ -63,7 +66,7 @@ def speedup_figure(df, title="Speculative-decoding speedup vs batch"):
     keys = [c for c in ("hardware", "pair") if c in df.columns]
     extra = [c for c in ("alpha", "k_tokens", "context_tokens") if c in df.columns and df[c].n_unique() > 1]
     groups = df.sort(keys + extra + ["batch_seqs"]).group_by(keys + extra, maintain_order=True)
-    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    fig, ax = _subplots(figsize=(7.5, 4.6))
     rows = []
     for i, (key, g) in enumerate(groups):
         label = " | ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in key)
@@ -98,7 +101,7 @@ def crossover_map_figure(df, x, y, title="Crossover batch B*"):
     yi = {v: i for i, v in enumerate(ys)}
     for a, b, c in g.iter_rows():
         grid[yi[b], xi[a]] = c
-    fig, ax = plt.subplots(figsize=(6.8, 4.8))
+    fig, ax = _subplots(figsize=(6.8, 4.8))
     finite = np.isfinite(grid)
     lo = np.nanmin(grid) if finite.any() else 1.0
     hi = np.nanmax(grid) if finite.any() else 10.0
@@ -125,7 +128,7 @@ def sensitivity_figure(results, top=12, title="What moves the crossover batch"):
     names = sorted({n for r in results.values() for n in r},
                    key=lambda n: -max(abs(r.get(n) or 0.0) for r in results.values()))
     names = [n for n in names if max(abs(r.get(n) or 0.0) for r in results.values()) > 1e-6][:top]
-    fig, ax = plt.subplots(figsize=(7.2, 0.42 * len(names) + 1.4))
+    fig, ax = _subplots(figsize=(7.2, 0.42 * len(names) + 1.4))
     h = 0.8 / max(len(results), 1)
     rows = []
     for j, (label, el) in enumerate(results.items()):
@@ -140,34 +143,17 @@ def sensitivity_figure(results, top=12, title="What moves the crossover batch"):
     return fig, pl.DataFrame(rows)
 
 
-def roofline_figure(hw, model, batches, k, context, tp=1.0, label="", title=None):
+def roofline_figure(data, peak, bw, batches, k, label="", title=None):
     """The accelerator's roofline with each operator of the plain-decode (q=1) and verify (q=k+1)
-    passes placed by arithmetic intensity at the given batches."""
-    import jax.numpy as jnp
-
-    from .roofline import operator_costs
-
-    peak = float(hw.flops_per_s * hw.flops_efficiency)
-    bw = float(hw.hbm_bytes_per_s * hw.hbm_efficiency)
-    ops = ["dense weights", "LM head", "routed experts", "attention (full)", "attention (window)"]
-    rows = []
-    for b in batches:
-        for q, kind in ((1.0, "decode"), (k + 1.0, "verify")):
-            f, w = operator_costs(model, jnp.asarray(float(b)), jnp.asarray(q), jnp.asarray(float(context)),
-                                  jnp.asarray(float(tp)), hw.expert_locality)
-            for name, fl, by in zip(ops, f, w):
-                fl, by = float(fl), float(by)
-                if fl > 0 and by > 0:
-                    t = max(fl / peak, by / bw)
-                    rows.append(dict(batch=float(b), pass_kind=kind, operator=name, intensity=fl / by,
-                                     achieved_flops_per_s=fl / t, bound="compute" if fl / peak > by / bw else "memory"))
-    data = pl.DataFrame(rows)
-    fig, ax = plt.subplots(figsize=(7.2, 4.6))
+    passes placed by arithmetic intensity (`data` from `curves.roofline_points`; `peak`, `bw`: the
+    achieved FLOP/s and bytes/s)."""
+    fig, ax = _subplots(figsize=(7.2, 4.6))
     x = np.logspace(-1, 5, 200)
     ax.plot(x, np.minimum(peak, bw * x), color="black", lw=2, label=f"roofline ({peak / 1e12:,.0f} TFLOP/s, "
                                                                       f"{bw / 1e12:.2f} TB/s)")
     ax.axvline(peak / bw, color="black", ls=":", lw=1)
     markers = {"decode": "o", "verify": "^"}
+    ops = list(dict.fromkeys(data["operator"].to_list()))
     # Operators with the same dtype share an intensity (dense weights and LM head): shrinking sizes
     # and a dark edge keep every one of them visible where they coincide.
     for i, op in enumerate(ops):
@@ -176,7 +162,7 @@ def roofline_figure(hw, model, batches, k, context, tp=1.0, label="", title=None
             if sub.height:
                 ax.scatter(sub["intensity"], sub["achieved_flops_per_s"], marker=markers[kind], s=150 - 28 * i,
                            color=OKABE_ITO[i], edgecolor="#333333", lw=0.6, label=f"{op}, {kind}", zorder=3 + i)
-    for b in batches:  # label each batch once, at its dense-weights decode point
+    for b in batches:  # label each batch once, at its first operator's decode point
         row = data.filter((pl.col("batch") == float(b)) & (pl.col("operator") == ops[0]) &
                           (pl.col("pass_kind") == "decode"))
         if row.height:
@@ -192,7 +178,7 @@ def roofline_figure(hw, model, batches, k, context, tp=1.0, label="", title=None
 
 def optimal_k_figure(df, title="Best draft length k* vs batch"):
     """k* vs batch, one line per alpha (df: batch, alpha, k_star, speedup)."""
-    fig, ax = plt.subplots(figsize=(7.2, 4.4))
+    fig, ax = _subplots(figsize=(7.2, 4.4))
     for i, ((alpha,), g) in enumerate(df.sort("alpha", "batch").group_by(["alpha"], maintain_order=True)):
         ax.step(g["batch"], g["k_star"], where="mid", color=OKABE_ITO[i % 8], lw=2, label=f"alpha = {alpha:g}")
     ax.set_xscale("log")
@@ -208,7 +194,7 @@ def validation_figure(panels, title="Predicted vs measured speedup"):
     and after calibration)."""
     if isinstance(panels, pl.DataFrame):
         panels = {title: panels}
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 5.0), squeeze=False)
+    fig, axes = _subplots(1, len(panels), figsize=(5.2 * len(panels), 5.0), squeeze=False)
     sources = sorted({s for df in panels.values() for s in df["source"].unique()})
     lim = [0.5, max(4.0, max(float(df["measured_speedup"].max()) for df in panels.values()) * 1.1)]
     frames = []
@@ -235,34 +221,3 @@ def validation_figure(panels, title="Predicted vs measured speedup"):
 def from_sweep(out):
     """Collect a sweep directory for plotting."""
     return io.read_results(out).collect()
-
-
-def speedup_grid(scenarios, batches):
-    """Evaluate `{label: Scenario}` over `batches` into the columns `speedup_figure` reads."""
-    import jax
-
-    from .speculative import STATUS, step
-
-    frames = []
-    for label, sc in scenarios.items():
-        hw, tgt, dr, dec = sc.build()
-        b = np.asarray(batches, np.float32)
-        r = jax.jit(jax.vmap(lambda x: step(hw, tgt, dr, dec.replace(batch=x), sc.roofline)))(b)
-        frames.append(pl.DataFrame(dict(hardware=[pathlib.Path(sc.hardware).stem] * len(b), pair=[label] * len(b),
-                                        batch_seqs=b, speedup=np.asarray(r.speedup),
-                                        status=[STATUS[int(c)] for c in np.asarray(r.status)])))
-    return pl.concat(frames)
-
-
-def optimal_k_grid(scenario, alphas, batches, k_max=16):
-    """k* (optax search) over alphas x batches for one `Scenario`."""
-    import jax
-
-    from .optimize import search
-
-    hw, tgt, dr, dec = scenario.build()
-    a, b = np.meshgrid(np.asarray(alphas, np.float32), np.asarray(batches, np.float32), indexing="ij")
-    fn = jax.jit(jax.vmap(lambda x, y: search(hw, tgt, dr, dec.replace(alpha=x, batch=y), scenario.roofline, k_max)))
-    o = fn(a.ravel(), b.ravel())
-    return pl.DataFrame(dict(alpha=a.ravel(), batch=b.ravel(), k_star=np.asarray(o.k_star),
-                             speedup=np.asarray(o.speedup)))

@@ -1,4 +1,7 @@
-"""`specjax report SPEC --out DIR`: run a sweep and write a self-contained, offline index.html.
+"""`specjax report SPEC --out DIR`: a self-contained, offline index.html of a finished sweep.
+
+The command runs the sweep into DIR/data through the sweep engine's public `sweep.run`; this module
+only reads its results back (`io.read_results`) and renders them.
 
 Figures are inline SVG (no scripts, no network), key numbers are HTML tables, and the
 assumptions (spec text, hardware and model presets with their sources, package versions) are
@@ -12,8 +15,7 @@ import pathlib
 import polars as pl
 
 from . import hardware as _hw
-from . import io, models, plots, summary, sweep
-from .axes import NUMERIC, column
+from . import catalogue, io, models, plots, summary
 
 CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;font-size:13px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
@@ -44,7 +46,7 @@ def figures(df, spec, out_dir):
     """(caption, inline svg) for each figure the grid supports."""
     figs = []
     cols = df.columns
-    varying = [column(n) for n in NUMERIC if column(n) in cols and df[column(n)].n_unique() > 1]
+    varying = [i.column for i in catalogue.AXES.values() if i.column in cols and df[i.column].n_unique() > 1]
     if "speedup" in cols and "batch_seqs" in cols:
         fig, _ = plots.speedup_figure(df)
         figs.append(("Speedup vs batch. Dots: crossover batch B*; dashed and shaded: the batch does not fit in "
@@ -71,11 +73,9 @@ def figures(df, spec, out_dir):
     return figs
 
 
-def write(spec, out, *, resume=False):
-    """Run the sweep into OUT/data and write OUT/index.html; returns the html path."""
-    out = pathlib.Path(out)
-    data_dir = out / "data"
-    sweep.run(spec, data_dir, overwrite=not resume, resume=resume)
+def write(spec, data_dir, out):
+    """Write OUT/index.html (and OUT/figures/) for the sweep results in `data_dir`; returns the html path."""
+    out, data_dir = pathlib.Path(out), pathlib.Path(data_dir)
     df = io.read_results(data_dir).collect()
     figs = figures(df, spec, out / "figures")
     summ = summary.summarize(data_dir)

@@ -3,8 +3,9 @@
 Operator classes: dense weights, LM head, routed experts, attention over full-context layers,
 attention over sliding-window layers. Each has FLOPs and bytes; `mode="operator"` takes
 max(t_math, t_mem) per operator and sums, `mode="pass"` takes one roofline for the whole
-pass (the blog-post model). TP all-reduces and the fixed per-pass overhead are added, never
-overlapped. Pure functions of one operating point: vmap and jit them in callers.
+pass (the blog-post model); the mode is the static field `Hardware.roofline`. TP all-reduces and
+the fixed per-pass overhead are added, never overlapped. Pure functions of one operating point
+taking (hw, deploy, model, ...): vmap and jit them in callers.
 
 At a knee (t_math == t_mem) `jnp.maximum` splits the gradient 0.5/0.5 and the derivative
 jumps either side; sensitivities there are one-sided limits averaged.
@@ -14,8 +15,11 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
+from .trees import MODES
+
 ACT_BYTES = 2.0  # bytes per activation element in all-reduces (bf16)
-MODES = ("operator", "pass")
+__all__ = ["MODES", "OPERATORS", "PassCost", "operator_times", "expected_experts", "effective_context",
+           "operator_costs", "comm_time", "pass_cost"]
 
 
 class PassCost(NamedTuple):
@@ -48,44 +52,61 @@ def effective_context(context, window):
     return jnp.minimum(context, window)
 
 
-def operator_costs(model, batch, q, context, tp, expert_locality=0.0):
+def operator_costs(hw, deploy, model, batch, q, context):
     """FLOPs and bytes per GPU of each operator class, as two tuples of 5 scalars.
 
     Order: dense weights, LM head, routed experts, full attention, windowed attention.
     Tuples, not stacked arrays, so that a vmapped grid fuses into one elementwise loop.
     """
     n = batch * q
+    expert_locality = hw.expert_locality
     kv_tok = model.kv_elems_per_tok * model.b_kv
     l_full = context
     l_win = effective_context(context, model.window)
-    flops = tuple(f / tp for f in (
+    shards = deploy.operator_shards()
+    flops = tuple(f / t for t, f in zip(shards, (
         2.0 * n * model.p_dense,
         2.0 * n * model.p_head,
         2.0 * n * model.n_moe_layers * model.top_k * model.p_expert,
         model.n_full_layers * model.attn_flops_per_ctx * n * l_full,
         model.n_window_layers * model.attn_flops_per_ctx * n * l_win,
-    ))
+    )))
     n_route = q * (1.0 + (1.0 - expert_locality) * (batch - 1.0))  # = n for independent routing
     touched = expected_experts(n_route, model.n_experts, model.top_k)
-    nbytes = tuple(w / tp for w in (
+    nbytes = tuple(w / t for t, w in zip(shards, (
         model.p_dense * model.b_dense,
         model.p_head * model.b_head,
         model.n_moe_layers * touched * model.p_expert * model.b_expert,
         model.n_full_layers * (batch * kv_tok * l_full + n * kv_tok),
         model.n_window_layers * (batch * kv_tok * l_win + n * kv_tok),
-    ))
+    )))
     return flops, nbytes
 
 
-def comm_time(model, hw, batch, q, tp):
+def comm_time(hw, deploy, model, batch, q):
     """Two ring all-reduces per layer of n*d*2 bytes: 2(t-1)/t * bytes / link_bw + latency each."""
-    n = batch * q
+    n, tp = batch * q, deploy.tp
     payload = n * model.d_model * ACT_BYTES
     one = 2.0 * (tp - 1.0) / tp * payload / hw.link_bytes_per_s + hw.link_latency_s
     return jnp.where(tp > 1.0, 2.0 * model.n_layers * one, 0.0)
 
 
-def pass_cost(model, hw, batch, q, context, tp=1.0, mode="operator"):
+OPERATORS = ("dense weights", "LM head", "routed experts", "attention (full)", "attention (window)")
+
+
+def operator_times(hw, deploy, model, batch, q, context):
+    """Per operator class (`OPERATORS` order): (flops, bytes, t_math, t_mem, t) with
+    t = max(t_math, t_mem) + sigma min(t_math, t_mem), the operator-mode roofline time of each."""
+    flops, nbytes = operator_costs(hw, deploy, model, batch, q, context)
+    f_rate = hw.flops_per_s * hw.flops_efficiency
+    w_rate = hw.hbm_bytes_per_s * hw.hbm_efficiency
+    t_math = tuple(f / f_rate for f in flops)
+    t_mem = tuple(w / w_rate for w in nbytes)
+    t = tuple(jnp.maximum(a, b) + hw.non_overlap * jnp.minimum(a, b) for a, b in zip(t_math, t_mem))
+    return flops, nbytes, t_math, t_mem, t
+
+
+def pass_cost(hw, deploy, model, batch, q, context):
     """Roofline time of one forward pass of `model` over `batch` sequences x `q` tokens.
 
     T_pass = sum_op max(F_op/(eta_F F), W_op/(eta_W W)) + T_comm + T_fixed  (mode="operator"),
@@ -93,31 +114,24 @@ def pass_cost(model, hw, batch, q, context, tp=1.0, mode="operator"):
     or max(sum F/(eta_F F), sum W/(eta_W W)) + T_comm + T_fixed             (mode="pass").
 
     Args:
-      model: `Model` pytree. hw: `Hardware` pytree.
+      hw: `Hardware` (its static `roofline` picks the mode). deploy: `Deployment`. model: `Model`.
       batch: sequences (B). q: tokens per sequence in this pass (1 decode, k+1 verify).
-      context: tokens already in the KV cache per sequence (L). tp: tensor-parallel degree.
-      mode: "operator" or "pass" (static).
+      context: tokens already in the KV cache per sequence (L).
 
     Returns:
       `PassCost`. A model with no weights (`Model.zeros()`) costs exactly 0.
     """
-    if mode not in MODES:
-        raise ValueError(f"mode={mode!r}; expected one of {MODES}")
-    flops, nbytes = operator_costs(model, batch, q, context, tp, hw.expert_locality)
-    f_rate = hw.flops_per_s * hw.flops_efficiency
-    w_rate = hw.hbm_bytes_per_s * hw.hbm_efficiency
-    t_math = [f / f_rate for f in flops]
-    t_mem = [w / w_rate for w in nbytes]
+    flops, nbytes, t_math, t_mem, t_op = operator_times(hw, deploy, model, batch, q, context)
     t_math_sum, t_mem_sum = sum(t_math), sum(t_mem)
-    if mode == "operator":
-        roof = sum(jnp.maximum(a, b) + hw.non_overlap * jnp.minimum(a, b) for a, b in zip(t_math, t_mem))
+    if hw.roofline == "operator":
+        roof = sum(t_op)
         compute_share = sum(jnp.where(a > b, a, 0.0) for a, b in zip(t_math, t_mem))
         compute_bound = (compute_share > 0.5 * roof).astype(roof.dtype)
     else:
         roof = jnp.maximum(t_math_sum, t_mem_sum) + hw.non_overlap * jnp.minimum(t_math_sum, t_mem_sum)
         compute_bound = (t_math_sum > t_mem_sum).astype(roof.dtype)
     has_model = (model.p_dense + model.p_head + model.p_expert) > 0
-    t_comm = comm_time(model, hw, batch, q, tp) * has_model
+    t_comm = comm_time(hw, deploy, model, batch, q) * has_model
     fixed = hw.fixed_overhead_s * has_model
     return PassCost(t_s=roof + t_comm + fixed, t_math_s=t_math_sum, t_mem_s=t_mem_sum,
                     t_comm_s=t_comm, flops=sum(flops), bytes=sum(nbytes), compute_bound=compute_bound)

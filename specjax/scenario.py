@@ -7,21 +7,19 @@ range. `Scenario.build()` loads the presets and returns `(Hardware, Model, Model
 
 import dataclasses
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
 
+from . import catalogue, drafters
 from . import hardware as _hw
 from . import models as _models
 from .acceptance import alpha_from_tokens
 from .dtypes import COMPUTE_DTYPES
 from .errors import SpecError, field_error
-from .roofline import MODES
-from .speculative import Decode
+from .trees import MODES, Decode, Deployment
 
-DRAFTERS = ("model", "eagle", "mtp", "ngram", "ratio")
-K_MAX = 64
+K_MAX = int(catalogue.INPUTS["k"].hi)
 
 
 def check_tp(arch, tp, name, source=None):
@@ -36,12 +34,6 @@ def check_tp(arch, tp, name, source=None):
         raise field_error("tp", tp, f"a divisor of the expert width {arch.expert_width} of {name}", source)
     if arch.n_dense_ffn_layers and arch.dense_ffn_width % tp:
         raise field_error("tp", tp, f"a divisor of the FFN width {arch.dense_ffn_width} of {name}", source)
-
-
-def _num(name, v, allowed, ok, source):
-    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not ok(v):
-        raise field_error(name, v, allowed, source)
-    return v
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,37 +61,31 @@ class Scenario:
 
     def __post_init__(self):
         src = self.source
-        if self.drafter not in DRAFTERS:
-            raise field_error("drafter", self.drafter, f"one of {', '.join(DRAFTERS)}", src)
+        kind = drafters.get(self.drafter, src)
         if self.roofline not in MODES:
             raise field_error("roofline", self.roofline, f"one of {', '.join(MODES)}", src)
         if self.compute_dtype not in COMPUTE_DTYPES:
             raise field_error("compute_dtype", self.compute_dtype, f"one of {', '.join(COMPUTE_DTYPES)}", src)
-        _num("batch", self.batch, "1 <= batch <= 1e8 (sequences)", lambda v: 1 <= v <= 1e8, src)
-        _num("k", self.k, f"0 <= k <= {K_MAX} (draft tokens per step)", lambda v: 0 <= v <= K_MAX, src)
-        _num("context", self.context, "0 <= context <= 1e8 (tokens)", lambda v: 0 <= v <= 1e8, src)
-        _num("tp", self.tp, "an integer >= 1 (GPUs per replica)", lambda v: v >= 1 and float(v).is_integer(), src)
-        _num("memory_fraction", self.memory_fraction, "0 < u <= 1", lambda v: 0 < v <= 1, src)
+        for name in ("batch", "k", "context", "tp", "memory_fraction"):
+            catalogue.check(name, getattr(self, name), src)
         if (self.alpha is None) == (self.accepted_length is None):
             raise SpecError("give exactly one of alpha and accepted_length"
                             + (f" in {src}" if src else ""))
         if self.alpha is not None:
-            _num("alpha", self.alpha, "0 <= alpha <= 1", lambda v: 0 <= v <= 1, src)
-        else:
-            _num("accepted_length", self.accepted_length, f"1 <= tau <= k+1 = {self.k + 1:g}",
-                 lambda v: 1 <= v <= self.k + 1, src)
-        if self.drafter in ("model", "eagle") and not self.draft:
+            catalogue.check("alpha", self.alpha, src)
+        elif not catalogue.INPUTS["accepted_length"].ok(self.accepted_length) or self.accepted_length > self.k + 1:
+            raise field_error("accepted_length", self.accepted_length, f"1 <= tau <= k+1 = {self.k + 1:g}", src)
+        if kind.needs_draft and not self.draft:
             raise SpecError(f"drafter={self.drafter!r} needs a draft model or head (--draft)"
                             + (f" in {src}" if src else ""))
-        if self.drafter == "ratio":
-            _num("draft_cost", self.draft_cost, "0 <= c <= 10 (draft pass / target pass)",
-                 lambda v: 0 <= v <= 10, src)
+        if kind.cost_ratio:
+            catalogue.check("draft_cost", self.draft_cost, src)
 
     def memory_error(self):
         """A message if the weights of target and drafter alone exceed tp x HBM x memory_fraction, else None."""
-        hw, tgt, draft, _ = self.build()
+        hw, deploy, tgt, draft, _ = self.build()
         weights = float(tgt.weight_bytes + draft.weight_bytes)
-        budget = self.tp * float(hw.hbm_bytes) * self.memory_fraction
+        budget = float(deploy.gpus) * float(hw.hbm_bytes) * self.memory_fraction
         if weights <= budget:
             return None
         return (f"the weights of {self.target}" + (f" + {self.draft}" if self.draft else "")
@@ -114,37 +100,47 @@ class Scenario:
         return float(alpha_from_tokens(jnp.float32(self.accepted_length), jnp.float32(self.k)))
 
     def build(self, dtype=jnp.float32):
-        """Load presets and return `(Hardware, target Model, draft Model, Decode)` pytrees.
+        """Load presets and return `(Hardware, Deployment, target Model, draft Model, Decode)` pytrees.
 
         Cached per (scenario, dtype): validation, memory checks and evaluation share one load."""
         return _build(self, jnp.dtype(dtype), bool(jax.config.jax_enable_x64))
 
-    def _build(self, dtype):
-        hw = _hw.load(self.hardware).resolve(self.compute_dtype, dtype)
+    def check(self):
+        """Load every preset or file the scenario names and check it against the deployment (tensor
+        parallelism, drafter); returns (HardwareProfile, target Architecture, draft Architecture | None)."""
+        return _check(self)
+
+    def _check(self):
+        kind = drafters.get(self.drafter, self.source)
+        profile = _hw.load(self.hardware)
+        profile.resolve(self.compute_dtype)  # a peak for the compute dtype exists
         arch = _models.load_architecture(self.target)
         check_tp(arch, self.tp, self.target, self.source)
-        dts = dict(weight_dtype=self.weight_dtype, kv_dtype=self.kv_dtype, dtype=dtype)
-        tgt = _models.target(arch, expert_dtype=self.expert_dtype, **dts)
-        if self.drafter == "model":
+        draft_arch = None
+        if kind.needs_draft:
             draft_arch = _models.load_architecture(self.draft)
             check_tp(draft_arch, self.tp, self.draft, self.source)
-            draft = _models.target(draft_arch, **dts)
-        elif self.drafter == "eagle":
-            head = _models.load_architecture(self.draft)
-            check_tp(head, self.tp, self.draft, self.source)
-            draft = _models.eagle_head(head, arch, **dts)
-        elif self.drafter == "mtp":
-            if not arch.mtp_layers:
-                raise field_error("drafter", "mtp", f"a target with MTP layers ({self.target} has none)",
-                                  self.source)
-            draft = _models.mtp_head(arch, expert_dtype=self.expert_dtype, **dts)
-        else:
-            draft = _models.Model.zeros(dtype)
-        dec = Decode(**{k: jnp.asarray(v, dtype) for k, v in dict(
-            batch=self.batch, k=self.k, alpha=self.resolved_alpha(), context=self.context, tp=self.tp,
-            draft_cost_ratio=self.draft_cost if self.drafter == "ratio" else 0.0,
-            memory_fraction=self.memory_fraction).items()})
-        return hw, tgt, draft, dec
+        if kind.check:
+            kind.check(arch)
+        return profile, arch, draft_arch
+
+    def _build(self, dtype):
+        kind = drafters.get(self.drafter, self.source)
+        profile, arch, draft_arch = self.check()
+        hw = profile.resolve(self.compute_dtype, dtype, self.roofline)
+        dts = dict(weight_dtype=self.weight_dtype, expert_dtype=self.expert_dtype, kv_dtype=self.kv_dtype, dtype=dtype)
+        tgt = _models.target(arch, **dts)
+        draft = kind.build(arch, draft_arch, dts)
+        as_dt = lambda v: jnp.asarray(v, dtype)  # noqa: E731
+        deploy = Deployment(tp=as_dt(self.tp), memory_fraction=as_dt(self.memory_fraction))
+        dec = Decode(batch=as_dt(self.batch), k=as_dt(self.k), alpha=as_dt(self.resolved_alpha()),
+                     context=as_dt(self.context), draft_cost_ratio=as_dt(self.draft_cost if kind.cost_ratio else 0.0))
+        return hw, deploy, tgt, draft, dec
+
+
+@functools.lru_cache(maxsize=256)
+def _check(scenario):
+    return scenario._check()
 
 
 @functools.lru_cache(maxsize=256)

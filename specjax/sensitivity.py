@@ -15,47 +15,29 @@ derivatives; finite differences there disagree by design. Non-crossing points gi
 import jax
 import jax.numpy as jnp
 
+from . import catalogue
 from . import crossover as _crossover
 from .speculative import step
+from .status import Curve
 
 # name -> (pytree, leaf names); a single leaf is a plain input, several are one uniform scaling.
-INPUTS = {
-    "hbm_bytes_per_s": ("hw", ("hbm_bytes_per_s",)),
-    "flops_per_s": ("hw", ("flops_per_s",)),
-    "link_bytes_per_s": ("hw", ("link_bytes_per_s",)),
-    "link_latency_s": ("hw", ("link_latency_s",)),
-    "flops_efficiency": ("hw", ("flops_efficiency",)),
-    "hbm_efficiency": ("hw", ("hbm_efficiency",)),
-    "fixed_overhead_s": ("hw", ("fixed_overhead_s",)),
-    "expert_locality": ("hw", ("expert_locality",)),
-    "non_overlap": ("hw", ("non_overlap",)),
-    "alpha": ("dec", ("alpha",)),
-    "k": ("dec", ("k",)),
-    "context": ("dec", ("context",)),
-    "draft_cost": ("dec", ("draft_cost_ratio",)),
-    "tp": ("dec", ("tp",)),
-    "n_experts": ("target", ("n_experts",)),
-    "top_k": ("target", ("top_k",)),
-    "expert_size": ("target", ("p_expert",)),
-    "target_size": ("target", ("p_dense", "p_head", "p_expert")),
-    "kv_bytes": ("target", ("b_kv",)),
-    "draft_size": ("draft", ("p_dense", "p_head", "p_expert")),
-}
+INPUTS = {n: (i.tree, i.leaves) for n, i in catalogue.SENSITIVITY.items()}
 
 
-def _speedup(batch, hw, target, draft, dec, mode):
-    return step(hw, target, draft, dec.replace(batch=batch), mode).speedup
+def _speedup(batch, hw, deploy, target, draft, dec):
+    return step(hw, deploy, target, draft, dec.replace(batch=batch)).speedup
 
 
-def at_batch(hw, target, draft, dec, batch, mode="operator"):
+def at_batch(hw, deploy, target, draft, dec, batch):
     """Implicit-function derivatives of B* at a known crossing `batch`.
 
     Returns:
       (derivatives, elasticities): dicts keyed by `INPUTS` names, scalars each.
     """
-    grads = jax.grad(_speedup, argnums=(0, 1, 2, 3, 4))(batch, hw, target, draft, dec, mode)
+    values = (hw, deploy, target, draft, dec)
+    grads = jax.grad(_speedup, argnums=(0, 1, 2, 3, 4, 5))(batch, *values)
     ds_db = grads[0]
-    trees = {"hw": (hw, grads[1]), "target": (target, grads[2]), "draft": (draft, grads[3]), "dec": (dec, grads[4])}
+    trees = dict(zip(catalogue.TREES, zip(values, grads[1:])))
     deriv, elast = {}, {}
     for name, (tree, leaves) in INPUTS.items():
         values, g = trees[tree]
@@ -69,12 +51,12 @@ def at_batch(hw, target, draft, dec, batch, mode="operator"):
     return deriv, elast
 
 
-def crossover_sensitivity(hw, target, draft, dec, mode="operator", batch_max=65536.0, n_grid=96):
+def crossover_sensitivity(hw, deploy, target, draft, dec, batch_max=65536.0, n_grid=96):
     """Find B* and its sensitivities. Returns (Crossover, derivatives, elasticities); NaN where
     the status is not `crosses`."""
-    c = _crossover.find(hw, target, draft, dec, mode, batch_max, n_grid)
-    crosses = c.status == 0
+    c = _crossover.find(hw, deploy, target, draft, dec, batch_max, n_grid)
+    crosses = c.status == int(Curve.CROSSES)
     b = jax.lax.stop_gradient(jnp.where(crosses, c.crossover_batch, 1.0))
-    deriv, elast = at_batch(hw, target, draft, dec, b, mode)
+    deriv, elast = at_batch(hw, deploy, target, draft, dec, b)
     nan = lambda d: {k: jnp.where(crosses, v, jnp.nan) for k, v in d.items()}  # noqa: E731
     return c, nan(deriv), nan(elast)

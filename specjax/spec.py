@@ -16,17 +16,16 @@ import tomllib
 
 import numpy as np
 
-from . import axes as _axes
+from . import catalogue, drafters
+from . import reductions as _reductions
 from .dtypes import canonical
 from .errors import SpecError, field_error, read_text, unknown_name
-from .scenario import DRAFTERS, Scenario
-from .sensitivity import INPUTS as SENSITIVITY_INPUTS
-
-REDUCE = ("none", "crossover", "best_k", "max_speedup")
+from .scenario import Scenario
 TOP_KEYS = {"name", "description", "roofline", "compute_dtype", "chunk_size", "experts_hold", "hardware", "pairs",
             "fixed", "axes", "reduce", "sensitivity", "optimize"}
 PAIR_KEYS = {"target", "drafter", "draft", "draft_cost", "weight_dtype", "expert_dtype", "kv_dtype", "label", "tp"}
 FIXED_STR = {"weight_dtype", "expert_dtype", "kv_dtype"}
+FIXED_NUM = tuple(catalogue.FIXED)
 MAX_AXIS = 10_000_000
 LABEL = re.compile(r"[A-Za-z0-9._+-]{1,120}")
 
@@ -87,19 +86,17 @@ class SweepSpec:
         return self.rows_per_combo * len(self.combos)
 
     @property
+    def reduction(self):
+        return _reductions.get(self.reduce)
+
+    @property
     def points(self):
-        """Configurations evaluated: rows x the batch grid of a crossover / the reduced axis."""
-        per_row = 1
-        if self.reduce == "crossover":
-            per_row = self.batch_points
-        elif self.reduce == "max_speedup":
-            per_row = len(self.axes["batch"])
-        elif self.reduce == "best_k":
-            per_row = self.k_max
-        return self.rows * per_row
+        """Configurations evaluated: rows x what the reduction evaluates per row."""
+        return self.rows * self.reduction.per_row(self)
 
     def reduced(self, name):
-        return self.reduce == "max_speedup" and name == "batch"
+        """True for an axis the reduction folds into each row (not an output column)."""
+        return self.reduction.consumes == name
 
     def scenario(self, hardware, pair):
         """The base `Scenario` of one categorical combination (axis values override it)."""
@@ -132,8 +129,7 @@ def _axis_values(name, raw, src):
         if scale not in ("linear", "log"):
             raise field_error(f"{field}.scale", scale, "'linear' or 'log'", src)
         for key in ("start", "stop"):
-            if not _axes.in_range(name, raw[key]):
-                raise field_error(f"{field}.{key}", raw[key], _axes.range_text(name), src)
+            catalogue.check(name, raw[key], src, f"{field}.{key}")
         start, stop = float(raw["start"]), float(raw["stop"])
         if stop < start:
             raise field_error(f"{field}.stop", raw["stop"], f">= start ({start:g}); the range is inverted", src)
@@ -148,8 +144,7 @@ def _axis_values(name, raw, src):
     else:
         raise field_error(field, raw, "a list of numbers or {start, stop, num, scale}", src)
     for v in vals:
-        if not _axes.in_range(name, v):
-            raise field_error(field, v, _axes.range_text(name), src)
+        catalogue.check(name, v, src, field)
     if len(set(vals)) != len(vals):
         raise field_error(field, raw, "distinct values", src)
     return tuple(float(v) for v in vals)
@@ -172,15 +167,119 @@ def _pair(raw, i, src):
     for key in ("target", "drafter"):
         if not isinstance(raw.get(key), str):
             raise field_error(f"{field}.{key}", raw.get(key), "a string", src)
-    if raw["drafter"] not in DRAFTERS:
-        raise field_error(f"{field}.drafter", raw["drafter"], f"one of {', '.join(DRAFTERS)}", src)
-    if "tp" in raw and not _axes.in_range("tp", raw["tp"]):
-        raise field_error(f"{field}.tp", raw["tp"], _axes.range_text("tp"), src)
+    drafters.get(raw["drafter"], src, f"{field}.drafter")
+    if "tp" in raw:
+        catalogue.check("tp", raw["tp"], src, f"{field}.tp")
     names = (raw["target"], raw["drafter"], raw.get("draft"))
     label = raw.get("label") or "+".join(pathlib.Path(x).stem if x.endswith(".json") else x for x in names if x)
     if not isinstance(label, str) or not LABEL.fullmatch(label):
         raise field_error(f"{field}.label", label, "letters, digits and . _ + - only (a directory name)", src)
     return Pair(**{k: raw.get(k) for k in PAIR_KEYS - {"label"}}, label=label)
+
+
+def _hardware(data, src):
+    hardware = data.get("hardware")
+    if isinstance(hardware, str):
+        hardware = [hardware]
+    if not isinstance(hardware, list) or not hardware or not all(isinstance(h, str) for h in hardware):
+        raise field_error("hardware", data.get("hardware"), "a non-empty list of presets or TOML paths", src)
+    return tuple(hardware)
+
+
+def _pairs(data, src):
+    pairs_raw = data.get("pairs")
+    if not isinstance(pairs_raw, list) or not pairs_raw:
+        raise field_error("pairs", pairs_raw, "a non-empty array of [[pairs]] tables", src)
+    pairs = tuple(_pair(p, i, src) for i, p in enumerate(pairs_raw))
+    if len({p.label for p in pairs}) != len(pairs):
+        raise field_error("pairs", [p.label for p in pairs], "distinct labels (add label = ...)", src)
+    return pairs
+
+
+def _fixed(data, src):
+    fixed = {}
+    for key, v in _table(data, "fixed", src).items():
+        if key in FIXED_STR:
+            fixed[key] = canonical(v, f"fixed.{key}", src)
+        elif key in FIXED_NUM:
+            catalogue.check(key, v, src, f"fixed.{key}")
+            fixed[key] = v
+        else:
+            raise unknown_name("key in [fixed]", key, [*FIXED_STR, *FIXED_NUM], src)
+    return fixed
+
+
+def _numeric_axes(data, fixed, pairs, src):
+    """The numeric axes; acceptance given in [fixed] becomes a one-value axis (always a column)."""
+    axes = {}
+    for name, raw in _table(data, "axes", src).items():
+        if name not in catalogue.AXES:
+            raise unknown_name("axis", name, catalogue.AXES, src)
+        axes[name] = _axis_values(name, raw, src)
+    alpha_sources = [n for n in ("alpha", "accepted_length") if n in axes or n in fixed]
+    if len(alpha_sources) != 1 or (alpha_sources[0] in axes and alpha_sources[0] in fixed):
+        raise SpecError(f"give exactly one of alpha and accepted_length (in [fixed] or [axes]) in {src}")
+    if alpha_sources[0] in fixed:
+        axes[alpha_sources[0]] = (float(fixed.pop(alpha_sources[0])),)
+    for key in list(fixed):
+        if key in axes:
+            raise SpecError(f"{key} is both in [fixed] and in [axes] in {src}")
+    if "tp" in axes and any(p.tp for p in pairs):
+        raise SpecError(f"tp is both a pair key and an axis in {src}")
+    if "expert_granularity" in axes and ("n_experts" in axes or "top_k" in axes):
+        raise SpecError(f"axes.expert_granularity cannot be combined with n_experts/top_k in {src}")
+    return axes
+
+
+def _reduce(data, axes, fixed, src):
+    """(kind, batch_max, batch_points) from [reduce], checked against the reduction's record."""
+    reduce_t = _table(data, "reduce", src)
+    extra = set(reduce_t) - {"kind", "batch_max", "batch_points"}
+    if extra:
+        raise unknown_name("key in [reduce]", sorted(extra)[0], ["kind", "batch_max", "batch_points"], src)
+    kind = reduce_t.get("kind", "none")
+    red = _reductions.get(kind, src)
+    batch_max = reduce_t.get("batch_max", 65536.0)
+    if not catalogue.INPUTS["batch"].ok(batch_max) or batch_max < 2:
+        raise field_error("reduce.batch_max", batch_max, "a number in [2, 1e8]", src)
+    batch_points = reduce_t.get("batch_points", 96)
+    if isinstance(batch_points, bool) or not isinstance(batch_points, int) or not 8 <= batch_points <= 4096:
+        raise field_error("reduce.batch_points", batch_points, "an integer in [8, 4096]", src)
+    red.check_axes(axes, fixed, src)
+    return kind, float(batch_max), batch_points
+
+
+def _optimize(data, kind, src):
+    opt = _table(data, "optimize", src)
+    extra = set(opt) - {"k_max", "method"}
+    if extra:
+        raise unknown_name("key in [optimize]", sorted(extra)[0], ["k_max", "method"], src)
+    k_method = opt.get("method", "optax")
+    if k_method not in ("optax", "brute"):
+        raise field_error("optimize.method", k_method, "'optax' (gradient search) or 'brute' (every integer k)", src)
+    wanted = "optimize" in data or kind == "best_k"
+    k_max = opt.get("k_max", 16 if wanted else 0)
+    if wanted and (isinstance(k_max, bool) or not isinstance(k_max, int) or not 1 <= k_max <= 64):
+        raise field_error("optimize.k_max", k_max, "an integer in [1, 64]", src)
+    return int(k_max), k_method
+
+
+def _sensitivity(data, kind, src):
+    sens = _table(data, "sensitivity", src)
+    extra = set(sens) - {"inputs"}
+    if extra:
+        raise unknown_name("key in [sensitivity]", sorted(extra)[0], ["inputs"], src)
+    if "sensitivity" not in data:
+        return ()
+    if kind != "crossover":
+        raise SpecError(f"[sensitivity] needs reduce.kind = 'crossover' (elasticities of B*) in {src}")
+    names = sens.get("inputs", list(catalogue.SENSITIVITY))
+    if not isinstance(names, list) or not names:
+        raise field_error("sensitivity.inputs", names, "a non-empty list of input names", src)
+    for n in names:
+        if n not in catalogue.SENSITIVITY:
+            raise unknown_name("sensitivity input", n, catalogue.SENSITIVITY, src)
+    return tuple(names)
 
 
 def from_text(text, source="<spec>"):
@@ -193,112 +292,27 @@ def from_text(text, source="<spec>"):
     extra = set(data) - TOP_KEYS
     if extra:
         raise unknown_name("top-level key", sorted(extra)[0], TOP_KEYS, src)
-    hardware = data.get("hardware")
-    if isinstance(hardware, str):
-        hardware = [hardware]
-    if not isinstance(hardware, list) or not hardware or not all(isinstance(h, str) for h in hardware):
-        raise field_error("hardware", data.get("hardware"), "a non-empty list of presets or TOML paths", src)
-    pairs_raw = data.get("pairs")
-    if not isinstance(pairs_raw, list) or not pairs_raw:
-        raise field_error("pairs", pairs_raw, "a non-empty array of [[pairs]] tables", src)
-    pairs = tuple(_pair(p, i, src) for i, p in enumerate(pairs_raw))
-    if len({p.label for p in pairs}) != len(pairs):
-        raise field_error("pairs", [p.label for p in pairs], "distinct labels (add label = ...)", src)
-    fixed_raw = _table(data, "fixed", src)
-    fixed = {}
-    for key, v in fixed_raw.items():
-        if key in FIXED_STR:
-            fixed[key] = canonical(v, f"fixed.{key}", src)
-        elif key in ("batch", "k", "alpha", "accepted_length", "context", "tp", "memory_fraction"):
-            if not _axes.in_range(key, v):
-                raise field_error(f"fixed.{key}", v, _axes.range_text(key), src)
-            fixed[key] = v
-        else:
-            raise unknown_name("key in [fixed]", key, [*FIXED_STR, "batch", "k", "alpha", "accepted_length",
-                                                       "context", "tp", "memory_fraction"], src)
-    axes_raw = _table(data, "axes", src)
-    axes = {}
-    for name, raw in axes_raw.items():
-        if name not in _axes.NUMERIC:
-            raise unknown_name("axis", name, _axes.NUMERIC, src)
-        axes[name] = _axis_values(name, raw, src)
-    alpha_sources = [n for n in ("alpha", "accepted_length") if n in axes or n in fixed]
-    if len(alpha_sources) != 1 or (alpha_sources[0] in axes and alpha_sources[0] in fixed):
-        raise SpecError(f"give exactly one of alpha and accepted_length (in [fixed] or [axes]) in {src}")
-    if alpha_sources[0] in fixed:  # acceptance is always an axis (a column of the output)
-        axes[alpha_sources[0]] = (float(fixed.pop(alpha_sources[0])),)
-    for key in list(fixed):
-        if key in axes:
-            raise SpecError(f"{key} is both in [fixed] and in [axes] in {src}")
-    if "tp" in axes and any(p.tp for p in pairs):
-        raise SpecError(f"tp is both a pair key and an axis in {src}")
-    if "n_experts" in axes or "top_k" in axes or "expert_granularity" in axes:
-        if "expert_granularity" in axes and ("n_experts" in axes or "top_k" in axes):
-            raise SpecError(f"axes.expert_granularity cannot be combined with n_experts/top_k in {src}")
-    reduce_t = _table(data, "reduce", src)
-    extra = set(reduce_t) - {"kind", "batch_max", "batch_points"}
-    if extra:
-        raise unknown_name("key in [reduce]", sorted(extra)[0], ["kind", "batch_max", "batch_points"], src)
-    kind = reduce_t.get("kind", "none")
-    if kind not in REDUCE:
-        raise field_error("reduce.kind", kind, f"one of {', '.join(REDUCE)}", src)
-    batch_max = reduce_t.get("batch_max", 65536.0)
-    if not _axes.in_range("batch", batch_max) or batch_max < 2:
-        raise field_error("reduce.batch_max", batch_max, "a number in [2, 1e8]", src)
-    batch_points = reduce_t.get("batch_points", 96)
-    if isinstance(batch_points, bool) or not isinstance(batch_points, int) or not 8 <= batch_points <= 4096:
-        raise field_error("reduce.batch_points", batch_points, "an integer in [8, 4096]", src)
-    if kind == "crossover" and "batch" in axes:
-        raise SpecError(f"axes.batch: the crossover reduction searches the batch itself; remove it in {src}")
-    if kind == "max_speedup" and "batch" not in axes:
-        raise SpecError(f"reduce.kind='max_speedup' needs a batch axis ([axes] batch) in {src}")
-    if kind in ("none", "best_k") and "batch" not in axes and "batch" not in fixed:
-        raise SpecError(f"give batch in [fixed] or [axes] (reduce.kind={kind!r}) in {src}")
-    opt = _table(data, "optimize", src)
-    extra = set(opt) - {"k_max", "method"}
-    if extra:
-        raise unknown_name("key in [optimize]", sorted(extra)[0], ["k_max", "method"], src)
-    k_method = opt.get("method", "optax")
-    if k_method not in ("optax", "brute"):
-        raise field_error("optimize.method", k_method, "'optax' (gradient search) or 'brute' (every integer k)", src)
-    k_max = opt.get("k_max", 16 if ("optimize" in data or kind == "best_k") else 0)
-    if ("optimize" in data or kind == "best_k") and (isinstance(k_max, bool) or not isinstance(k_max, int)
-                                                     or not 1 <= k_max <= 64):
-        raise field_error("optimize.k_max", k_max, "an integer in [1, 64]", src)
-    if kind == "best_k" and "k" in axes:
-        raise SpecError(f"axes.k: the best_k reduction searches k itself; remove it in {src}")
-    sens = _table(data, "sensitivity", src)
-    extra = set(sens) - {"inputs"}
-    if extra:
-        raise unknown_name("key in [sensitivity]", sorted(extra)[0], ["inputs"], src)
-    sens_inputs = ()
-    if "sensitivity" in data:
-        if kind != "crossover":
-            raise SpecError(f"[sensitivity] needs reduce.kind = 'crossover' (elasticities of B*) in {src}")
-        sens_inputs = sens.get("inputs", list(SENSITIVITY_INPUTS))
-        if not isinstance(sens_inputs, list) or not sens_inputs:
-            raise field_error("sensitivity.inputs", sens_inputs, "a non-empty list of input names", src)
-        for n in sens_inputs:
-            if n not in SENSITIVITY_INPUTS:
-                raise unknown_name("sensitivity input", n, SENSITIVITY_INPUTS, src)
+    hardware, pairs, fixed = _hardware(data, src), _pairs(data, src), _fixed(data, src)
+    axes = _numeric_axes(data, fixed, pairs, src)
+    kind, batch_max, batch_points = _reduce(data, axes, fixed, src)
+    k_max, k_method = _optimize(data, kind, src)
+    sens_inputs = _sensitivity(data, kind, src)
     chunk = data.get("chunk_size", 65536)
     if isinstance(chunk, bool) or not isinstance(chunk, int) or not 1 <= chunk <= 1 << 24:
         raise field_error("chunk_size", chunk, "an integer in [1, 16777216]", src)
     hold = data.get("experts_hold", "expert_size")
-    if hold not in _axes.EXPERT_HOLD:
-        raise field_error("experts_hold", hold, f"one of {', '.join(_axes.EXPERT_HOLD)}", src)
+    if hold not in catalogue.EXPERT_HOLD:
+        raise field_error("experts_hold", hold, f"one of {', '.join(catalogue.EXPERT_HOLD)}", src)
     spec = SweepSpec(
-        name=str(data.get("name", pathlib.Path(src).stem)), source=src, text=text, hardware=tuple(hardware),
+        name=str(data.get("name", pathlib.Path(src).stem)), source=src, text=text, hardware=hardware,
         pairs=pairs, fixed=fixed, axes=axes, roofline=data.get("roofline", "operator"),
         compute_dtype=data.get("compute_dtype", "bf16"), chunk_size=chunk, experts_hold=hold, reduce=kind,
-        batch_max=float(batch_max), batch_points=batch_points, sensitivity=tuple(sens_inputs), k_max=int(k_max),
-        k_method=k_method,
-        description=str(data.get("description", "")))
+        batch_max=batch_max, batch_points=batch_points, sensitivity=sens_inputs, k_max=k_max,
+        k_method=k_method, description=str(data.get("description", "")))
     if spec.rows_per_combo > 1 << 40:
         raise field_error("axes", f"{spec.rows_per_combo} rows", "at most 2^40 rows per combination", src)
     for h, p in spec.combos:  # loads every preset and checks every scalar once, before anything runs
-        sc = spec.scenario(h, p)
-        sc.build()
+        spec.scenario(h, p).check()
     return spec
 
 

@@ -1,9 +1,26 @@
-"""Short summaries of a sweep output directory, read back through polars (lazy scans)."""
+"""Short summaries of a sweep output directory, read back through polars (lazy scans).
+
+What is aggregated for a reduced sweep is declared by its `reductions.Reduction` record
+(`summary`, `share_of`); a sweep without reduction is summarised per speedup curve.
+"""
+
+import json
+import pathlib
 
 import polars as pl
 
-from . import io
-from .axes import NUMERIC, column
+from . import catalogue, io
+from . import reductions as _reductions
+
+
+def _reduction(out, cols):
+    manifest = pathlib.Path(out) / "_manifest.json"
+    if manifest.exists():
+        try:
+            return _reductions.get(json.loads(manifest.read_text())["reduce"])
+        except (KeyError, ValueError, TypeError):
+            pass
+    return _reductions.get("crossover" if "crossover_batch" in cols else "none")
 
 
 def summarize(out):
@@ -14,7 +31,7 @@ def summarize(out):
     aggs = [pl.len().alias("rows"), pl.col("valid").mean().alias("valid_share")]
     if "speedup" in cols and "batch_seqs" in cols:
         ordered = lf.sort(keys + ["batch_seqs"])
-        inputs = [column(n) for n in NUMERIC if column(n) in cols and column(n) != "batch_seqs"]
+        inputs = [i.column for i in catalogue.AXES.values() if i.column in cols and i.column != "batch_seqs"]
         varying = [c for c in inputs if lf.select(pl.col(c).n_unique()).collect().item() > 1]
         aggs += [pl.col("speedup").max().alias("max_speedup"), (pl.col("speedup") < 1).mean().alias("share_below_1"),
                  pl.col("batch_seqs").filter(pl.col("valid")).max().alias("max_feasible_batch")]
@@ -24,16 +41,9 @@ def summarize(out):
         if "k_star" in cols:
             aggs += [pl.col("k_star").max().alias("k_star_max"), pl.col("k_star").min().alias("k_star_min")]
         return ordered.group_by(keys, maintain_order=True).agg(aggs).collect()
-    if "crossover_batch" in cols:
-        aggs += [pl.col("crossover_batch").min().alias("crossover_min"),
-                 pl.col("crossover_batch").median().alias("crossover_median"),
-                 pl.col("crossover_batch").max().alias("crossover_max"),
-                 (pl.col("status") == "crosses").mean().alias("share_crosses"),
-                 (pl.col("status") == "never_helps").mean().alias("share_never_helps"),
-                 (pl.col("status") == "helps_throughout").mean().alias("share_helps_throughout"),
-                 pl.col("beyond_memory").mean().alias("share_beyond_memory"),
-                 pl.col("speedup_at_max_batch").median().alias("median_speedup_at_max_batch")]
-    for c in ("max_speedup", "speedup_k_star"):
-        if c in cols:
-            aggs += [pl.col(c).min().alias(f"{c}_min"), pl.col(c).max().alias(f"{c}_max")]
+    red = _reduction(out, cols)
+    for column, funcs in red.summary:
+        if column in cols:
+            aggs += [getattr(pl.col(column).cast(pl.Float64), f)().alias(f"{column}_{f}") for f in funcs]
+    aggs += [(pl.col("status") == s.label).mean().alias(f"share_{s.label}") for s in red.share_of]
     return lf.group_by(keys).agg(aggs).sort(keys).collect()

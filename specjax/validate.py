@@ -8,8 +8,6 @@ error, the share of rows on the right side of 1.0, and the median within-series 
 correlation between predicted and measured speedups.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,24 +16,25 @@ import polars as pl
 from . import measured
 from .acceptance import alpha_from_tokens
 from ._search import bisect
-from .speculative import STATUS, step
+from .speculative import step
+from .status import Point
 
 
-@functools.partial(jax.jit, static_argnames=("mode",))
-def predict(hw, tgt, dr, dec, mode="operator"):
+@jax.jit
+def predict(hw, deploy, tgt, dr, dec):
     """Speedup and point status for stacked rows (leading axis = row)."""
-    r = jax.vmap(lambda h, t, d, x: step(h, t, d, x, mode))(hw, tgt, dr, dec)
+    r = jax.vmap(step)(hw, deploy, tgt, dr, dec)
     return r.speedup, r.status
 
 
-def matching_alpha(h, t, d, x, s_meas, mode="operator", iters=50):
+def matching_alpha(h, p, t, d, x, s_meas, iters=50):
     """alpha in [0, 1] with S(alpha) = s_meas at one row (S increases with alpha; clipped at the ends).
 
     Differentiable in the other inputs: bisection gives the value, one Newton step with a stopped
     derivative gives, by the implicit function theorem, d alpha / d theta = -(dS/d theta) / (dS/d alpha)
     (used by calibration)."""
     def s_of(a, hh):
-        return step(hh, t, d, x.replace(alpha=a), mode).speedup
+        return step(hh, p, t, d, x.replace(alpha=a)).speedup
 
     h_const = jax.lax.stop_gradient(h)
     a0 = jax.lax.stop_gradient(bisect(lambda a: s_of(a, h_const) < s_meas, jnp.zeros_like(s_meas),
@@ -46,10 +45,10 @@ def matching_alpha(h, t, d, x, s_meas, mode="operator", iters=50):
     return jnp.where(inside, a0 - res / jnp.where(inside, slope, 1.0), a0)
 
 
-@functools.partial(jax.jit, static_argnames=("mode",))
-def fit_alpha(hw, tgt, dr, dec, target_speedup, mode="operator"):
+@jax.jit
+def fit_alpha(hw, deploy, tgt, dr, dec, target_speedup):
     """Per stacked row: the alpha that makes the model match `target_speedup` there."""
-    return jax.vmap(lambda h, t, d, x, s: matching_alpha(h, t, d, x, s, mode))(hw, tgt, dr, dec, target_speedup)
+    return jax.vmap(matching_alpha)(hw, deploy, tgt, dr, dec, target_speedup)
 
 
 def known_alpha(rows, dtype=jnp.float32):
@@ -78,15 +77,14 @@ def anchors(rows, known):
     return out
 
 
-def resolve_alpha(rows, stacked, mode="operator", dtype=jnp.float32):
+def resolve_alpha(rows, stacked, dtype=jnp.float32):
     """alpha per row and where it came from ('given', 'accepted_length', 'fitted'), anchor flags."""
-    hw, tgt, dr, dec = stacked
     alpha, source = known_alpha(rows, dtype)
     anchor_of = anchors(rows, alpha)
     sel = np.unique(anchor_of[anchor_of >= 0])
     if sel.size:
-        sub = jax.tree.map(lambda x: x[sel], (hw, tgt, dr, dec))
-        fitted = np.asarray(fit_alpha(*sub, jnp.asarray([rows[i].speedup for i in sel], dtype), mode))
+        sub = jax.tree.map(lambda x: x[sel], stacked)
+        fitted = np.asarray(fit_alpha(*sub, jnp.asarray([rows[i].speedup for i in sel], dtype)))
         by_anchor = dict(zip(sel.tolist(), fitted))
         for i, a in enumerate(anchor_of):
             if a >= 0:
@@ -115,11 +113,11 @@ def summarize(df):
 
 def evaluate(rows, profiles=None, mode="operator", dtype=jnp.float32):
     """Predict every row; returns (per-row polars DataFrame, summary dict)."""
-    stacked = measured.stack(rows, profiles, dtype)
-    alpha, source, anchor = resolve_alpha(rows, stacked, mode, dtype)
-    hw, tgt, dr, dec = stacked
+    stacked = measured.stack(rows, profiles, dtype, mode)
+    alpha, source, anchor = resolve_alpha(rows, stacked, dtype)
+    hw, deploy, tgt, dr, dec = stacked
     dec = dec.replace(alpha=jnp.asarray(alpha, dec.alpha.dtype))
-    s_pred, status = (np.asarray(x) for x in predict(hw, tgt, dr, dec, mode))
+    s_pred, status = (np.asarray(x) for x in predict(hw, deploy, tgt, dr, dec))
     meas = np.array([r.speedup for r in rows])
     df = pl.DataFrame(dict(
         line=[r.line for r in rows], series=[r.series for r in rows], source=[r.source for r in rows],
@@ -128,5 +126,5 @@ def evaluate(rows, profiles=None, mode="operator", dtype=jnp.float32):
         k=[r.k for r in rows], context=[r.context for r in rows], alpha=alpha, alpha_source=list(source),
         anchor=anchor, measured_speedup=meas, predicted_speedup=s_pred.astype(np.float64),
         ape=np.abs(s_pred / meas - 1.0), side_ok=(s_pred > 1.0) == (meas > 1.0),
-        status=[STATUS[int(c)] for c in status]))
+        status=list(Point.decode(status))))
     return df, summarize(df)

@@ -25,13 +25,13 @@ CASES = {
 }
 
 
-@functools.partial(jax.jit, static_argnames="mode")
-def _find(hw, t, d, dec, mode):
-    return crossover.find(hw, t, d, dec, mode, 65536.0, 96, 70).crossover_batch
+@jax.jit
+def _find(hw, dep, t, d, dec):
+    return crossover.find(hw, dep, t, d, dec, 65536.0, 96, 70).crossover_batch
 
 
-def _crossing(hw, t, d, dec, mode):
-    return float(_find(hw, t, d, dec, mode))
+def _crossing(hw, dep, t, d, dec):
+    return float(_find(hw, dep, t, d, dec))
 
 
 def _perturbed(trees, name, eps):
@@ -49,36 +49,35 @@ def _perturbed(trees, name, eps):
 @pytest.mark.parametrize("case", list(CASES))
 def test_elasticities_match_finite_differences(case):
     sc = Scenario(hardware="h200", **CASES[case])
-    hw, t, d, dec = sc.build(F64)
+    hw, dep, t, d, dec = sc.build(F64)
     hw = hw.replace(fixed_overhead_s=F64(2e-5))
-    mode = sc.roofline
-    c, deriv, elast = sensitivity.crossover_sensitivity(hw, t, d, dec, mode)
+    c, deriv, elast = sensitivity.crossover_sensitivity(hw, dep, t, d, dec)
     assert int(c.status) == 0
     b0 = float(c.crossover_batch)
     checked = 0
     for name in sensitivity.INPUTS:
-        trees = {"hw": hw, "target": t, "draft": d, "dec": dec}
+        trees = {"hw": hw, "deploy": dep, "target": t, "draft": d, "op": dec}
         if name in ("n_experts", "top_k", "expert_size") and float(t.n_moe_layers) == 0:
             assert float(deriv[name]) == 0.0
             continue
-        if name == "tp" and float(dec.tp) == 1:
+        if name == "tp" and float(dep.tp) == 1:
             continue  # comm switches on at tp > 1: one-sided there
         h, (plus, minus) = _perturbed(trees, name, 1e-6)
-        fd = (_crossing(plus["hw"], plus["target"], plus["draft"], plus["dec"], mode)
-              - _crossing(minus["hw"], minus["target"], minus["draft"], minus["dec"], mode)) / (2 * h)
+        fd = (_crossing(*(plus[n] for n in ("hw", "deploy", "target", "draft", "op")))
+              - _crossing(*(minus[n] for n in ("hw", "deploy", "target", "draft", "op")))) / (2 * h)
         got = float(deriv[name])
         assert got == pytest.approx(fd, rel=1e-4, abs=1e-9 * max(1.0, abs(b0))), name
         checked += 1
     assert checked >= 12
     # Homogeneity: S(sF, sW, T0) = S(F, W, s T0) when comm is off, so e_F + e_W = e_T0.
-    if float(dec.tp) == 1:
+    if float(dep.tp) == 1:
         e_sum = float(elast["flops_per_s"]) + float(elast["hbm_bytes_per_s"])
         assert e_sum == pytest.approx(float(elast["fixed_overhead_s"]), abs=1e-9)
 
 
 def test_seed_elasticities_rank_alpha_and_roofline_first():
     sc = Scenario(hardware="h200", **CASES["moe-pass"])
-    _, _, el = sensitivity.crossover_sensitivity(*sc.build(F64), "pass")
+    _, _, el = sensitivity.crossover_sensitivity(*sc.build(F64))
     top = sorted(el, key=lambda n: -abs(float(el[n])))[:5]
     assert {"alpha", "hbm_bytes_per_s", "flops_per_s"} <= set(top)
     assert float(el["top_k"]) < 0 < float(el["n_experts"])  # more experts per token: earlier crossover
@@ -86,7 +85,7 @@ def test_seed_elasticities_rank_alpha_and_roofline_first():
 
 def test_non_crossing_gives_nan():
     sc = Scenario(hardware="h200", **{**CASES["dense-pass"], "alpha": 0.0})
-    c, deriv, el = sensitivity.crossover_sensitivity(*sc.build(F64), "pass")
+    c, deriv, el = sensitivity.crossover_sensitivity(*sc.build(F64))
     assert int(c.status) == 1 and all(np.isnan(float(v)) for v in el.values())
 
 
@@ -95,7 +94,7 @@ def _random_grid(n, seed=0):
     f = lambda lo, hi, log=False: jnp.asarray(  # noqa: E731
         np.exp(rng.uniform(np.log(lo), np.log(hi), n)) if log else rng.uniform(lo, hi, n), F64)
     dec = Decode(batch=f(1, 4096, True), k=jnp.ones(n, F64), alpha=f(0.0, 1.0), context=f(0, 32768),
-                 tp=jnp.ones(n, F64), draft_cost_ratio=f(0.0, 0.3), memory_fraction=jnp.full(n, 0.9, F64))
+                 draft_cost_ratio=f(0.0, 0.3))
     return dec, f(0.5, 4.0, True)
 
 
@@ -105,14 +104,14 @@ def test_optax_k_star_equals_brute_force_on_random_grid(pair):
     target, draft = pair
     sc = Scenario(target=target, hardware="h100-sxm", drafter="model" if draft else "ratio", draft=draft,
                   draft_cost=None if draft else 0.1, alpha=0.5)
-    hw, t, d, _ = sc.build(F64)
+    hw, dep, t, d, _ = sc.build(F64)
     dec, bw_scale = _random_grid(5000, seed=len(target))
     if draft:
         dec = dec.replace(draft_cost_ratio=jnp.zeros_like(dec.alpha))
 
     def one(dec_i, s):
         h = hw.replace(hbm_bytes_per_s=hw.hbm_bytes_per_s * s)
-        return optimize.search(h, t, d, dec_i, "operator", 16), optimize.brute_force(h, t, d, dec_i, "operator", 16)
+        return optimize.search(h, dep, t, d, dec_i, 16), optimize.brute_force(h, dep, t, d, dec_i, 16)
 
     opt, (k_bf, s_bf) = jax.jit(jax.vmap(one))(dec, bw_scale)
     s_opt = np.asarray(opt.speedup)
@@ -127,9 +126,9 @@ def test_optax_k_star_equals_brute_force_on_random_grid(pair):
 
 def test_switch_off_batch_is_where_best_k_stops_paying():
     sc = Scenario(hardware="h200", **CASES["dense-pass"])
-    hw, t, d, dec = sc.build(F64)
-    b = float(optimize.switch_off_batch(hw, t, d, dec, "pass"))
-    below = optimize.brute_force(hw, t, d, dec.replace(batch=F64(b * 0.999)), "pass")
-    above = optimize.brute_force(hw, t, d, dec.replace(batch=F64(b * 1.001)), "pass")
+    hw, dep, t, d, dec = sc.build(F64)
+    b = float(optimize.switch_off_batch(hw, dep, t, d, dec))
+    below = optimize.brute_force(hw, dep, t, d, dec.replace(batch=F64(b * 0.999)))
+    above = optimize.brute_force(hw, dep, t, d, dec.replace(batch=F64(b * 1.001)))
     assert float(below[0]) >= 1 and float(above[0]) == 0
-    assert b > float(crossover.find(hw, t, d, dec, "pass").crossover_batch)  # k=1 beats k=2 past B*
+    assert b > float(crossover.find(hw, dep, t, d, dec).crossover_batch)  # k=1 beats k=2 past B*

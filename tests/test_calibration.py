@@ -115,10 +115,10 @@ def _synthetic_rows(true, with_times, noise, seed=0):
         for b in (1, 4, 16, 64, 128, 256, 512):
             rows.append(dataclasses.replace(base, line=len(rows) + 2, series=f"s{s_i}", target=tgt, drafter=drafter,
                                             draft=draft, batch=float(b), k=k, alpha=alpha, context=ctx))
-    hw, t, d, dec = measured.stack(rows, {"h100-sxm": prof}, jnp.float64)
+    stacked = measured.stack(rows, {"h100-sxm": prof}, jnp.float64)
     from specjax.speculative import step
 
-    r = jax.vmap(lambda *a: step(*a, "operator"))(hw, t, d, dec)
+    r = jax.vmap(step)(*stacked)
     out = []
     for i, row in enumerate(rows):
         f = lambda: float(np.exp(noise * rng.standard_normal()))  # noqa: E731

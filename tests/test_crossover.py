@@ -10,6 +10,7 @@ import pytest
 from specjax import api, crossover, seed
 from specjax.scenario import Scenario
 from specjax.speculative import step
+from specjax.status import Curve
 
 F64 = jnp.float64
 
@@ -22,62 +23,62 @@ def built(**kw):
 
 
 def test_crossover_speedup_is_one_there():
-    hw, t, d, dec = built()
-    c = crossover.find(hw, t, d, dec, "pass")
+    hw, dep, t, d, dec = built()
+    c = crossover.find(hw, dep, t, d, dec)
     assert int(c.status) == 0
     b = float(c.crossover_batch)
-    s = lambda x: float(step(hw, t, d, dec.replace(batch=F64(x)), "pass").speedup)  # noqa: E731
+    s = lambda x: float(step(hw, dep, t, d, dec.replace(batch=F64(x))).speedup)  # noqa: E731
     assert s(b) == pytest.approx(1.0, abs=1e-9)
     assert s(b * (1 - 1e-6)) >= 1.0 > s(b * (1 + 1e-6))
     assert float(c.crossover_batch_int) == np.ceil(b)
 
 
 def test_statuses():
-    hw, t, d, dec = built(alpha=0.0)
-    assert int(crossover.find(hw, t, d, dec, "pass").status) == 1  # never helps
-    hw, t, d, dec = built()
-    c = crossover.find(hw, t, d, dec, "pass", batch_max=100.0)
+    hw, dep, t, d, dec = built(alpha=0.0)
+    assert int(crossover.find(hw, dep, t, d, dec).status) == 1  # never helps
+    hw, dep, t, d, dec = built()
+    c = crossover.find(hw, dep, t, d, dec, batch_max=100.0)
     assert int(c.status) == 2 and np.isnan(float(c.crossover_batch))  # helps throughout up to 100
     assert np.isnan(float(c.pays_again_batch))
-    hw, t, d, dec = built()
-    assert np.isnan(float(crossover.find(hw, t, d, dec, "pass").pays_again_batch))  # dense: never recovers
-    assert crossover.STATUS == {0: "crosses", 1: "never_helps", 2: "helps_throughout"}
+    hw, dep, t, d, dec = built()
+    assert np.isnan(float(crossover.find(hw, dep, t, d, dec).pays_again_batch))  # dense: never recovers
+    assert Curve.names() == ("crosses", "never_helps", "helps_throughout", "invalid_input")
 
 
 def test_beyond_memory_flag():
-    hw, t, d, dec = built(target="gpt-oss-120b")
-    c = crossover.find(hw, t, d, dec, "pass")
+    hw, dep, t, d, dec = built(target="gpt-oss-120b")
+    c = crossover.find(hw, dep, t, d, dec)
     assert int(c.status) == 0 and float(c.crossover_batch) > float(c.max_batch_sd)
     assert float(c.beyond_memory) == 1.0
-    hw, t, d, dec = built(target="llama-3.1-8b", context=512.0)
-    c = crossover.find(hw, t, d, dec, "pass")
+    hw, dep, t, d, dec = built(target="llama-3.1-8b", context=512.0)
+    c = crossover.find(hw, dep, t, d, dec)
     assert int(c.status) == 0 and float(c.beyond_memory) == 0.0
 
 
 def test_first_crossing_of_non_monotone_curve():
     """gpt-oss-120b at low alpha: S dips below 1 at small B (more experts per verify), rises above
     1 at medium B, and falls again; B* is the first crossing, found against a fine scan."""
-    hw, t, d, dec = built(target="gpt-oss-120b", alpha=0.6, roofline="operator", draft_cost=0.05)
+    hw, dep, t, d, dec = built(target="gpt-oss-120b", alpha=0.6, roofline="operator", draft_cost=0.05)
     grid = np.exp(np.linspace(0, np.log(65536), 20000))
-    s = np.asarray(jax.vmap(lambda b: step(hw, t, d, dec.replace(batch=b), "operator").speedup)(jnp.asarray(grid)))
+    s = np.asarray(jax.vmap(lambda b: step(hw, dep, t, d, dec.replace(batch=b)).speedup)(jnp.asarray(grid)))
     assert s[0] > 1 and (s < 1).any() and (s[np.argmax(s < 1):] > 1).any(), "curve must dip and recover"
     first = grid[np.argmax(s < 1)]
-    c = crossover.find(hw, t, d, dec, "operator")
+    c = crossover.find(hw, dep, t, d, dec)
     assert float(c.crossover_batch) == pytest.approx(first, rel=2e-3)
     # and where it pays again: the first grid point past B* with S >= 1
     again = grid[np.argmax((s >= 1) & (grid > first))]
     assert float(c.pays_again_batch) == pytest.approx(again, rel=2e-3)
-    s_at = lambda b: float(step(hw, t, d, dec.replace(batch=F64(b)), "operator").speedup)  # noqa: E731
+    s_at = lambda b: float(step(hw, dep, t, d, dec.replace(batch=F64(b))).speedup)  # noqa: E731
     assert s_at(float(c.pays_again_batch) * 0.999) < 1.0 <= s_at(float(c.pays_again_batch) * 1.001)
 
 
 def test_vmapped_crossover_matches_scalar():
-    hw, t, d, dec = built()
+    hw, dep, t, d, dec = built()
     alphas = jnp.array([0.6, 0.7, 0.814, 0.9], F64)
     decs = jax.tree.map(lambda x: jnp.broadcast_to(x, (4,)), dec).replace(alpha=alphas)
-    out = jax.jit(jax.vmap(lambda x: crossover.find(hw, t, d, x, "pass")))(decs)
+    out = jax.jit(jax.vmap(lambda x: crossover.find(hw, dep, t, d, x)))(decs)
     for i in range(4):
-        one = crossover.find(hw, t, d, dec.replace(alpha=alphas[i]), "pass")
+        one = crossover.find(hw, dep, t, d, dec.replace(alpha=alphas[i]))
         assert float(out.crossover_batch[i]) == pytest.approx(float(one.crossover_batch), rel=1e-10)
     assert np.all(np.diff(np.asarray(out.crossover_batch)) > 0)  # better acceptance, later crossover
 

@@ -10,14 +10,18 @@ import pytest
 import reference as ref
 from specjax import hardware, models
 from specjax.acceptance import alpha_from_tokens, tokens_per_step
-from specjax.roofline import comm_time, expected_experts, pass_cost
-from specjax.speculative import Decode, step
+from specjax.roofline import comm_time, expected_experts, operator_costs, pass_cost
+from specjax.speculative import Decode, Deployment, step
 
 F64 = jnp.float64
 
 
-def hw64(slug="h200", **kw):
-    return hardware.load(slug).resolve("bf16", F64).replace(**{k: jnp.asarray(v, F64) for k, v in kw.items()})
+def hw64(slug="h200", mode="operator", **kw):
+    return hardware.load(slug).resolve("bf16", F64, mode).replace(**{k: jnp.asarray(v, F64) for k, v in kw.items()})
+
+
+def dep64(tp=1.0, memory_fraction=0.9):
+    return Deployment(tp=F64(tp), memory_fraction=F64(memory_fraction))
 
 
 def model64(slug, **kw):
@@ -89,9 +93,9 @@ def test_scaling_book_golden_number():
     m = models.Model.zeros(F64).replace(p_dense=jnp.float64(30e9), b_dense=jnp.float64(1.0),
                                         n_full_layers=jnp.float64(1.0), kv_elems_per_tok=jnp.float64(819e6),
                                         b_kv=jnp.float64(1.0), d_model=jnp.float64(1.0), n_layers=jnp.float64(0.0))
-    hw = hw64("tpu-v5e", hbm_bytes_per_s=8.1e11, flops_per_s=1.97e14, link_latency_s=0.0)
+    hw = hw64("tpu-v5e", "pass", hbm_bytes_per_s=8.1e11, flops_per_s=1.97e14, link_latency_s=0.0)
     # one cached token of 819 MB per sequence, 4 sequences, no write term contribution to speak of
-    c = pass_cost(m, hw, jnp.float64(4.0), jnp.float64(1e-12), jnp.float64(1.0), jnp.float64(16.0), "pass")
+    c = pass_cost(hw, dep64(16.0), m, jnp.float64(4.0), jnp.float64(1e-12), jnp.float64(1.0))
     assert float(c.t_mem_s) == pytest.approx((30e9 + 4 * 819e6) / (16 * 8.1e11), rel=1e-9)
     assert float(c.t_mem_s) * 1e3 == pytest.approx(2.57, abs=0.01)
     assert float(hw.critical_intensity) == pytest.approx(243, rel=0.01)
@@ -100,7 +104,7 @@ def test_scaling_book_golden_number():
 def test_llama70b_hand_pass_time():
     """Pass-mode T(B, q) for Llama-3-70B bf16 on an H200 with fp8 KV, derived by hand."""
     m = model64("llama-3-70b", kv_dtype="fp8")
-    hw = hw64()
+    hw = hw64(mode="pass")
     p_read = 80 * (8192 * 8192 * 2 + 8192 * 1024 * 2) + 80 * 3 * 8192 * 28672 + 128256 * 8192
     kv_tok = 80 * 2 * 8 * 128 * 1.0
     for b, q, L in [(1, 1, 2048), (224, 3, 2048), (64, 1, 8000)]:
@@ -108,17 +112,17 @@ def test_llama70b_hand_pass_time():
         flops = 2 * n * p_read + 80 * 4 * 64 * 128 * n * L
         nbytes = 2 * p_read + b * kv_tok * L + n * kv_tok
         t = max(flops / 989.5e12, nbytes / 4.8e12)
-        got = pass_cost(m, hw, jnp.float64(b), jnp.float64(q), jnp.float64(L), jnp.float64(1.0), "pass").t_s
+        got = pass_cost(hw, dep64(), m, jnp.float64(b), jnp.float64(q), jnp.float64(L)).t_s
         assert float(got) == pytest.approx(t, rel=1e-12)
 
 
 def test_comm_time_by_hand():
     m = model64("llama-3-70b")
     hw = hw64()
-    t = float(comm_time(m, hw, jnp.float64(8.0), jnp.float64(3.0), jnp.float64(4.0)))
+    t = float(comm_time(hw, dep64(4.0), m, jnp.float64(8.0), jnp.float64(3.0)))
     payload = 24 * 8192 * 2.0
     assert t == pytest.approx(2 * 80 * (2 * 3 / 4 * payload / 450e9 + 5e-6), rel=1e-12)
-    assert float(comm_time(m, hw, jnp.float64(8.0), jnp.float64(3.0), jnp.float64(1.0))) == 0.0
+    assert float(comm_time(hw, dep64(), m, jnp.float64(8.0), jnp.float64(3.0))) == 0.0
 
 
 POINT_MODELS = ["llama-3-70b", "gpt-oss-120b", "deepseek-v3", "mixtral-8x7b", "llama-3.1-8b", "qwen3-30b-a3b",
@@ -131,11 +135,11 @@ def test_pass_cost_matches_reference(slug, mode):
     m = model64(slug)
     rng = np.random.default_rng(hash(slug) % 2**32)
     for _ in range(12):
-        hw = hw64(rng.choice(["h100-sxm", "h200", "mi300x", "a100-80gb", "b200"]),
+        hw = hw64(rng.choice(["h100-sxm", "h200", "mi300x", "a100-80gb", "b200"]), mode,
                   flops_efficiency=rng.uniform(0.3, 1), hbm_efficiency=rng.uniform(0.5, 1),
                   fixed_overhead_s=rng.choice([0.0, 1e-4]), expert_locality=rng.choice([0.0, 0.3, 1.0]))
         b, q, L, tp = rng.integers(1, 2048), rng.integers(1, 9), rng.uniform(0, 32768), rng.choice([1, 2, 8])
-        got = pass_cost(m, hw, F64(b), F64(q), F64(L), F64(tp), mode).t_s
+        got = pass_cost(hw, dep64(tp), m, F64(b), F64(q), F64(L)).t_s
         want = ref.t_pass(ref.as_floats(m), ref.as_floats(hw), b, q, L, tp, mode)
         assert float(got) == pytest.approx(want, rel=1e-12)
 
@@ -144,15 +148,15 @@ def test_operator_mode_bounds_pass_mode():
     """sum of maxes >= max of sums >= half the sum of maxes (scaling book: at most 2x apart)."""
     m, hw = model64("gpt-oss-120b"), hw64()
     for b in [1, 16, 256, 4096]:
-        op = pass_cost(m, hw, F64(b), F64(3), F64(4096), F64(1), "operator").t_s
-        ps = pass_cost(m, hw, F64(b), F64(3), F64(4096), F64(1), "pass").t_s
+        op = pass_cost(hw, dep64(), m, F64(b), F64(3), F64(4096)).t_s
+        ps = pass_cost(hw.replace(roofline="pass"), dep64(), m, F64(b), F64(3), F64(4096)).t_s
         assert float(ps) <= float(op) <= 2 * float(ps) + 1e-15
 
 
 # ---- speculative step -----------------------------------------------------------------------
 
 def dec64(**kw):
-    base = dict(batch=1.0, k=3.0, alpha=0.8, context=1024.0, tp=1.0, draft_cost_ratio=0.0, memory_fraction=0.9)
+    base = dict(batch=1.0, k=3.0, alpha=0.8, context=1024.0, draft_cost_ratio=0.0)
     base.update(kw)
     return Decode(**{k: jnp.asarray(v, F64) for k, v in base.items()})
 
@@ -162,14 +166,14 @@ def test_leviathan_limit_exact_without_kv():
     m = model64("llama-3-70b").replace(kv_elems_per_tok=F64(0.0), attn_flops_per_ctx=F64(0.0))
     hw = hw64()
     for alpha, k, c in itertools.product([0.0, 0.5, 0.8, 0.95, 1.0], [1, 2, 4, 8], [0.0, 0.02, 0.145, 0.5]):
-        r = step(hw, m, models.Model.zeros(F64), dec64(alpha=alpha, k=k, draft_cost_ratio=c, batch=1.0), "operator")
+        r = step(hw, dep64(), m, models.Model.zeros(F64), dec64(alpha=alpha, k=k, draft_cost_ratio=c, batch=1.0))
         assert float(r.speedup) == pytest.approx(ref.tau(alpha, k) / (k * c + 1), rel=1e-12)
 
 
 def test_leviathan_limit_small_batch_with_kv():
     m, hw = model64("llama-3-70b"), hw64()
     for alpha, k, c in [(0.8, 4, 0.05), (0.6, 2, 0.145), (0.9, 6, 0.02)]:
-        r = step(hw, m, models.Model.zeros(F64), dec64(alpha=alpha, k=k, draft_cost_ratio=c, batch=1.0), "operator")
+        r = step(hw, dep64(), m, models.Model.zeros(F64), dec64(alpha=alpha, k=k, draft_cost_ratio=c, batch=1.0))
         assert float(r.speedup) == pytest.approx(ref.tau(alpha, k) / (k * c + 1), rel=2e-3)
 
 
@@ -179,7 +183,7 @@ def test_k_zero_is_plain_decoding():
         m = model64(slug)
         d = models.target(models.load_architecture("llama-3.2-1b"), dtype=F64)
         for b in [1.0, 64.0, 1024.0]:
-            r = step(hw, m, d, dec64(k=0.0, batch=b), "operator")
+            r = step(hw, dep64(), m, d, dec64(k=0.0, batch=b))
             assert float(r.speedup) == pytest.approx(1.0, rel=1e-12)
             assert float(r.t_sd_step_s) == pytest.approx(float(r.t_target_s), rel=1e-12)
 
@@ -199,7 +203,7 @@ def test_step_matches_reference(drafter):
     for _ in range(20):
         b, k, a, L = rng.integers(1, 1024), rng.integers(1, 8), rng.uniform(0, 1), rng.uniform(0, 16000)
         c = 0.1 if drafter == "ratio" else 0.0
-        r = step(hw, tgt, draft, dec64(batch=b, k=k, alpha=a, context=L, draft_cost_ratio=c), "operator")
+        r = step(hw, dep64(), tgt, draft, dec64(batch=b, k=k, alpha=a, context=L, draft_cost_ratio=c))
         want = ref.speedup(ref.as_floats(hw), ref.as_floats(tgt), ref.as_floats(draft), b, k, a, L, c=c)
         assert float(r.speedup) == pytest.approx(want, rel=1e-12)
         assert float(r.throughput_sd_tok_s) / float(r.throughput_base_tok_s) == pytest.approx(want, rel=1e-12)
@@ -208,20 +212,20 @@ def test_step_matches_reference(drafter):
 
 
 def test_memory_statuses():
-    hw = hw64()
+    hw = hw64(mode="pass")
     llama = model64("llama-3-70b")
-    r = step(hw, llama, models.Model.zeros(F64), dec64(), "pass")
+    r = step(hw, dep64(), llama, models.Model.zeros(F64), dec64())
     assert float(r.status) == 3 and float(r.feasible) == 0  # 141 GB of bf16 weights > 0.9 x 141 GB
-    r = step(hw, llama, models.Model.zeros(F64), dec64(tp=2.0), "pass")
+    r = step(hw, dep64(2.0), llama, models.Model.zeros(F64), dec64())
     assert float(r.status) == 0 and float(r.max_batch_base) > 100
     g = model64("gpt-oss-120b", kv_dtype="fp8")
     d = model64("llama-3.2-1b")
-    big = step(hw, g, d, dec64(batch=1e6), "pass")
+    big = step(hw, dep64(), g, d, dec64(batch=1e6))
     assert float(big.status) == 2
-    mb_sd = float(step(hw, g, d, dec64(), "pass").max_batch_sd)
-    mb_base = float(step(hw, g, d, dec64(), "pass").max_batch_base)
+    mb_sd = float(step(hw, dep64(), g, d, dec64()).max_batch_sd)
+    mb_base = float(step(hw, dep64(), g, d, dec64()).max_batch_base)
     assert mb_sd < mb_base
-    mid = step(hw, g, d, dec64(batch=mb_sd + 1), "pass")
+    mid = step(hw, dep64(), g, d, dec64(batch=mb_sd + 1))
     assert float(mid.status) == 1
 
 
@@ -231,10 +235,10 @@ def test_scalar_equals_vmapped():
     batches = jnp.array([1.0, 7.0, 64.0, 300.0, 2000.0], F64)
     alphas = jnp.array([0.0, 0.5, 0.8, 0.95, 1.0], F64)
     decs = jax.tree.map(lambda x: jnp.broadcast_to(x, (5,)), dec64()).replace(batch=batches, alpha=alphas)
-    vm = jax.jit(jax.vmap(lambda d: step(hw, tgt, draft, d, "operator")))(decs)
+    vm = jax.jit(jax.vmap(lambda d: step(hw, dep64(), tgt, draft, d)))(decs)
     assert vm.speedup.shape == (5,)
     for i in range(5):
-        one = step(hw, tgt, draft, dec64(batch=batches[i], alpha=alphas[i]), "operator")
+        one = step(hw, dep64(), tgt, draft, dec64(batch=batches[i], alpha=alphas[i]))
         for f in one._fields:
             np.testing.assert_allclose(np.asarray(getattr(vm, f)[i]), np.asarray(getattr(one, f)), rtol=1e-12)
 
@@ -242,18 +246,18 @@ def test_scalar_equals_vmapped():
 def test_float32_close_to_float64():
     tgt32 = models.target(models.load_architecture("gpt-oss-120b"))
     hw32 = hardware.load("h200").resolve("bf16")
-    d32 = Decode(*(jnp.float32(v) for v in (256.0, 3.0, 0.8, 4096.0, 1.0, 0.1, 0.9)))
-    s32 = step(hw32, tgt32, models.Model.zeros(), d32, "operator").speedup
-    s64 = step(hw64(), model64("gpt-oss-120b"), models.Model.zeros(F64),
-               dec64(batch=256.0, k=3.0, alpha=0.8, context=4096.0, draft_cost_ratio=0.1), "operator").speedup
+    d32 = Decode(*(jnp.float32(v) for v in (256.0, 3.0, 0.8, 4096.0, 0.1)))
+    s32 = step(hw32, Deployment.single(), tgt32, models.Model.zeros(), d32).speedup
+    s64 = step(hw64(), dep64(), model64("gpt-oss-120b"), models.Model.zeros(F64),
+               dec64(batch=256.0, k=3.0, alpha=0.8, context=4096.0, draft_cost_ratio=0.1)).speedup
     assert s32.dtype == jnp.float32
     assert float(s32) == pytest.approx(float(s64), rel=1e-5)
 
 
 def _speedup_of(alpha, batch, k):
-    hw, tgt = hw64(), model64("llama-3-70b", kv_dtype="fp8")
-    return step(hw, tgt, models.Model.zeros(F64),
-                dec64(alpha=alpha, batch=batch, k=k, context=2048.0, draft_cost_ratio=0.145), "pass").speedup
+    hw, tgt = hw64(mode="pass"), model64("llama-3-70b", kv_dtype="fp8")
+    return step(hw, dep64(), tgt, models.Model.zeros(F64),
+                dec64(alpha=alpha, batch=batch, k=k, context=2048.0, draft_cost_ratio=0.145)).speedup
 
 
 def test_gradients_finite_at_edges_and_knee():
@@ -281,9 +285,10 @@ def test_invariants_over_grid():
         hw = hw64(rng.choice(["h100-sxm", "mi300x", "l40s"]))
         faster = hw.replace(hbm_bytes_per_s=hw.hbm_bytes_per_s * 1.5)
         for q in [1.0, 4.0]:
-            assert float(pass_cost(tgt, faster, b, F64(q), L).t_s) <= float(pass_cost(tgt, hw, b, F64(q), L).t_s)
-        s_lo = step(hw, tgt, draft, dec64(batch=b, k=k, alpha=0.5, context=L), "operator").speedup
-        s_hi = step(hw, tgt, draft, dec64(batch=b, k=k, alpha=0.9, context=L), "operator").speedup
+            assert float(pass_cost(faster, dep64(), tgt, b, F64(q), L).t_s) <= float(
+                pass_cost(hw, dep64(), tgt, b, F64(q), L).t_s)
+        s_lo = step(hw, dep64(), tgt, draft, dec64(batch=b, k=k, alpha=0.5, context=L)).speedup
+        s_hi = step(hw, dep64(), tgt, draft, dec64(batch=b, k=k, alpha=0.9, context=L)).speedup
         assert float(s_hi) >= float(s_lo) and 0 < float(s_hi) <= float(k) + 1
 
 
@@ -291,10 +296,10 @@ def test_moe_with_all_experts_routed_equals_dense():
     """E = top-r: every expert is read and computed for every token, like a dense FFN."""
     moe = model64("mixtral-8x7b").replace(top_k=F64(8.0))
     dense = moe.replace(p_dense=moe.p_dense + moe.n_moe_layers * 8 * moe.p_expert, n_moe_layers=F64(0.0))
-    hw = hw64()
+    hw = hw64(mode="pass")
     for b, q in [(1.0, 1.0), (64.0, 4.0), (1024.0, 3.0)]:
-        a = pass_cost(moe, hw, F64(b), F64(q), F64(2048.0), mode="pass").t_s
-        d = pass_cost(dense, hw, F64(b), F64(q), F64(2048.0), mode="pass").t_s
+        a = pass_cost(hw, dep64(), moe, F64(b), F64(q), F64(2048.0)).t_s
+        d = pass_cost(hw, dep64(), dense, F64(b), F64(q), F64(2048.0)).t_s
         assert float(a) == pytest.approx(float(d), rel=1e-12)
 
 
@@ -302,11 +307,11 @@ def test_expert_locality_limits():
     """lambda = 1: all B sequences route alike, so a verify pass touches the experts of k+1 tokens."""
     m, hw = model64("gpt-oss-120b"), hw64()
     same = hw.replace(expert_locality=F64(1.0))
-    t_local = pass_cost(m, same, F64(64.0), F64(4.0), F64(1000.0)).t_s
-    t_one = pass_cost(m, hw, F64(1.0), F64(4.0), F64(1000.0))
-    t_indep = pass_cost(m, hw, F64(64.0), F64(4.0), F64(1000.0)).t_s
+    t_local = pass_cost(same, dep64(), m, F64(64.0), F64(4.0), F64(1000.0)).t_s
+    t_one = pass_cost(hw, dep64(), m, F64(1.0), F64(4.0), F64(1000.0))
+    t_indep = pass_cost(hw, dep64(), m, F64(64.0), F64(4.0), F64(1000.0)).t_s
     assert float(t_local) < float(t_indep)
-    _, w_local = __import__("specjax").roofline.operator_costs(m, F64(64.0), F64(4.0), F64(1000.0), F64(1.0), F64(1.0))
-    _, w_one = __import__("specjax").roofline.operator_costs(m, F64(1.0), F64(4.0), F64(1000.0), F64(1.0), F64(0.0))
+    _, w_local = operator_costs(same, dep64(), m, F64(64.0), F64(4.0), F64(1000.0))
+    _, w_one = operator_costs(hw, dep64(), m, F64(1.0), F64(4.0), F64(1000.0))
     assert float(w_local[2]) == pytest.approx(float(w_one[2]), rel=1e-12)  # same expert bytes as 1 sequence
     assert float(t_one.t_s) > 0

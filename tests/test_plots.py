@@ -90,8 +90,11 @@ def test_sensitivity_roofline_optimal_k_validation_from_flags(tmp_path):
     from specjax.scenario import Scenario
 
     sc = Scenario(target="gpt-oss-120b", hardware="h200", draft_cost=0.145, alpha=0.8, kv_dtype="fp8")
-    hw, tgt, _, _ = sc.build()
-    _, roof = plots.roofline_figure(hw, tgt, [1, 512], 2.0, 2048.0)
+    hw, dep, tgt, _, _ = sc.build()
+    from specjax import curves
+
+    _, roof = plots.roofline_figure(curves.roofline_points(hw, dep, tgt, [1, 512], 2.0, 2048.0), 1e15, 4.8e12,
+                                    [1, 512], 2.0)
     dense = roof.filter((pl.col("operator") == "dense weights") & (pl.col("pass_kind") == "decode"))
     # dense weights at batch 1: 2 FLOP per param per token over 2 bytes per param (bf16) = intensity 1
     assert dense.filter(pl.col("batch") == 1)["intensity"][0] == pytest.approx(1.0, rel=1e-5)
@@ -147,7 +150,9 @@ def test_optimal_k_and_validation_data_match_their_sources(tmp_path):
     from specjax.scenario import Scenario
 
     sc = Scenario(target="llama-3.1-8b", hardware="h100-sxm", drafter="eagle", draft="eagle3-llama-3.1-8b", alpha=0.7)
-    grid = plots.optimal_k_grid(sc, [0.6, 0.9], [1.0, 64.0, 512.0])
+    from specjax import curves
+
+    grid = curves.optimal_k_grid(sc, [0.6, 0.9], [1.0, 64.0, 512.0])
     fig, data = plots.optimal_k_figure(grid)
     plots.save(fig, tmp_path / "k")
     check_files(tmp_path / "k")

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from specjax import hardware, models
 from specjax.roofline import pass_cost
-from specjax.speculative import Decode, step
+from specjax.speculative import Decode, Deployment, step
 
 F64 = jnp.float64
 TARGETS = ["llama-3.1-8b", "llama-3-70b", "gpt-oss-120b", "gpt-oss-20b", "deepseek-v3", "mixtral-8x7b",
@@ -35,9 +35,7 @@ def hw(slug, dtype=F64):
     return hardware.load(slug).resolve("bf16", dtype)
 
 
-@functools.partial(jax.jit, static_argnames="mode")
-def jstep(h, t, d, dec, mode="operator"):
-    return step(h, t, d, dec, mode)
+jstep = jax.jit(step)
 
 
 points = st.fixed_dictionaries(dict(
@@ -50,16 +48,17 @@ points = st.fixed_dictionaries(dict(
 def build(p, dtype=F64):
     h = hw(p["hw"], dtype).replace(flops_efficiency=jnp.asarray(p["eta_f"], dtype),
                                    hbm_efficiency=jnp.asarray(p["eta_w"], dtype),
-                                   fixed_overhead_s=jnp.asarray(p["fixed"], dtype))
-    dec = Decode(*(jnp.asarray(v, dtype) for v in (p["batch"], p["k"], p["alpha"], p["context"], p["tp"],
-                                                  0.0 if p["draft"] else p["c"], 0.9)))
-    return h, model(p["target"], dtype), model(p["draft"], dtype), dec
+                                   fixed_overhead_s=jnp.asarray(p["fixed"], dtype), roofline=p["mode"])
+    dec = Decode(*(jnp.asarray(v, dtype) for v in (p["batch"], p["k"], p["alpha"], p["context"],
+                                                  0.0 if p["draft"] else p["c"])))
+    dep = Deployment(jnp.asarray(p["tp"], dtype), jnp.asarray(0.9, dtype))
+    return h, dep, model(p["target"], dtype), model(p["draft"], dtype), dec
 
 
 @SETTINGS
 @given(points)
 def test_speedup_finite_positive_and_at_most_k_plus_1(p):
-    r = jstep(*build(p), mode=p["mode"])
+    r = jstep(*build(p))
     s = float(r.speedup)
     assert np.isfinite(s) and s > 0
     assert s <= p["k"] + 1 + 1e-9
@@ -70,11 +69,11 @@ def test_speedup_finite_positive_and_at_most_k_plus_1(p):
 @SETTINGS
 @given(points, st.floats(1.01, 10))
 def test_more_bandwidth_never_slows_a_pass(p, factor):
-    h, t, _, dec = build(p)
+    h, dep, t, _, dec = build(p)
     faster = h.replace(hbm_bytes_per_s=h.hbm_bytes_per_s * factor)
     for q in (1.0, p["k"] + 1.0):
-        slow = pass_cost(t, h, dec.batch, F64(q), dec.context, dec.tp, p["mode"]).t_s
-        fast = pass_cost(t, faster, dec.batch, F64(q), dec.context, dec.tp, p["mode"]).t_s
+        slow = pass_cost(h, dep, t, dec.batch, F64(q), dec.context).t_s
+        fast = pass_cost(faster, dep, t, dec.batch, F64(q), dec.context).t_s
         assert float(fast) <= float(slow) * (1 + 1e-12)
 
 
@@ -82,17 +81,17 @@ def test_more_bandwidth_never_slows_a_pass(p, factor):
 @given(points, st.floats(0, 1))
 def test_higher_alpha_never_lowers_speedup(p, other):
     lo, hi = sorted([p["alpha"], other])
-    h, t, d, dec = build(p)
-    s_lo = jstep(h, t, d, dec.replace(alpha=F64(lo)), mode=p["mode"]).speedup
-    s_hi = jstep(h, t, d, dec.replace(alpha=F64(hi)), mode=p["mode"]).speedup
+    h, dep, t, d, dec = build(p)
+    s_lo = jstep(h, dep, t, d, dec.replace(alpha=F64(lo))).speedup
+    s_hi = jstep(h, dep, t, d, dec.replace(alpha=F64(hi))).speedup
     assert float(s_hi) >= float(s_lo) * (1 - 1e-12)
 
 
 @SETTINGS
 @given(points)
 def test_k_zero_equals_plain_decoding(p):
-    h, t, d, dec = build(p)
-    r = jstep(h, t, d, dec.replace(k=F64(0.0)), mode=p["mode"])
+    h, dep, t, d, dec = build(p)
+    r = jstep(h, dep, t, d, dec.replace(k=F64(0.0)))
     assert float(r.speedup) == pytest.approx(1.0, rel=1e-12)
     assert float(r.t_sd_step_s) == pytest.approx(float(r.t_target_s), rel=1e-12)
 
@@ -103,18 +102,18 @@ def test_moe_with_all_experts_routed_equals_dense(p, e):
     """An MoE layer whose E experts are all routed (r = E) costs what a dense FFN of E experts does."""
     t = model("mixtral-8x7b").replace(n_experts=F64(e), top_k=F64(e))
     dense = t.replace(p_dense=t.p_dense + t.n_moe_layers * e * t.p_expert, n_moe_layers=F64(0.0))
-    h, _, _, dec = build(p)
+    h, dep, _, _, dec = build(p)
     for q in (1.0, p["k"] + 1.0):
-        a = pass_cost(t, h, dec.batch, F64(q), dec.context, dec.tp, p["mode"]).t_s
-        b = pass_cost(dense, h, dec.batch, F64(q), dec.context, dec.tp, p["mode"]).t_s
+        a = pass_cost(h, dep, t, dec.batch, F64(q), dec.context).t_s
+        b = pass_cost(h, dep, dense, dec.batch, F64(q), dec.context).t_s
         assert float(a) == pytest.approx(float(b), rel=1e-12)
 
 
 @SETTINGS
 @given(points)
 def test_float32_agrees_with_float64(p):
-    r64 = jstep(*build(p, F64), mode=p["mode"])
-    r32 = jstep(*build(p, jnp.float32), mode=p["mode"])
+    r64 = jstep(*build(p, F64))
+    r32 = jstep(*build(p, jnp.float32))
     assert r32.speedup.dtype == jnp.float32
     # stated tolerance: 1e-4 relative on speedups and step times (float32 has 24 bits; sums of ~10 terms)
     for f in ("speedup", "t_target_s", "t_verify_s", "t_sd_step_s"):
@@ -127,12 +126,13 @@ def test_scalar_equals_vmapped(ps):
     """Vmapped over points that share a target and hardware (structure), values all different."""
     ps = [dict(q, target=ps[0]["target"], draft=ps[0]["draft"], hw=ps[0]["hw"], mode=ps[0]["mode"]) for q in ps]
     built = [build(q) for q in ps]
-    h, t, d, _ = built[0]
-    decs = jax.tree.map(lambda *xs: jnp.stack(xs), *[b[3] for b in built])
+    h, _, t, d, _ = built[0]
+    decs = jax.tree.map(lambda *xs: jnp.stack(xs), *[b[4] for b in built])
     hws = jax.tree.map(lambda *xs: jnp.stack(xs), *[b[0] for b in built])
-    vm = jax.jit(jax.vmap(lambda hh, x: step(hh, t, d, x, ps[0]["mode"])))(hws, decs)
+    deps = jax.tree.map(lambda *xs: jnp.stack(xs), *[b[1] for b in built])
+    vm = jax.jit(jax.vmap(lambda hh, dd, x: step(hh, dd, t, d, x)))(hws, deps, decs)
     for i, b in enumerate(built):
-        one = jstep(b[0], t, d, b[3], mode=ps[0]["mode"])
+        one = jstep(b[0], b[1], t, d, b[4])
         for f in one._fields:
             np.testing.assert_allclose(np.asarray(getattr(vm, f)[i]), np.asarray(getattr(one, f)), rtol=1e-12)
 
@@ -160,8 +160,8 @@ def test_edges_are_finite(edge, target, dtype):
         assert float(r.tokens_per_step) == pytest.approx(1.0)
     if p["alpha"] == 1.0:
         assert float(r.tokens_per_step) == pytest.approx(p["k"] + 1.0)
-    g = jax.grad(lambda a: jstep(*build(dict(p, alpha=0.5), dtype)[:3],
-                                 build(p, dtype)[3].replace(alpha=a)).speedup)(jnp.asarray(p["alpha"], dtype))
+    g = jax.grad(lambda a: jstep(*build(dict(p, alpha=0.5), dtype)[:4],
+                                 build(p, dtype)[4].replace(alpha=a)).speedup)(jnp.asarray(p["alpha"], dtype))
     assert np.isfinite(float(g))
 
 
@@ -169,14 +169,15 @@ def test_single_expert_and_extreme_hardware():
     t = model("gpt-oss-120b").replace(n_experts=F64(1.0), top_k=F64(1.0))
     base = dict(target="gpt-oss-120b", draft=None, hw="h200", batch=8.0, k=3, alpha=0.7, context=100.0, tp=1.0,
                 c=0.1, mode="operator", eta_f=1.0, eta_w=1.0, fixed=0.0)
-    h, _, d, dec = build(base)
-    r = jstep(h, t, d, dec)
+    h, dep, _, d, dec = build(base)
+    r = jstep(h, dep, t, d, dec)
     assert np.isfinite(float(r.speedup)) and float(r.speedup) > 0
     for scale in (1e-9, 1e9):
         big = h.replace(flops_per_s=h.flops_per_s * scale, hbm_bytes_per_s=h.hbm_bytes_per_s * scale,
                         hbm_bytes=h.hbm_bytes * scale, link_bytes_per_s=h.link_bytes_per_s * scale)
         for dtype_tree in (big, jax.tree.map(lambda x: x.astype(jnp.float32), big)):
-            rr = jstep(dtype_tree, t, d, jax.tree.map(lambda x: x.astype(dtype_tree.flops_per_s.dtype), dec))
+            cast = lambda tree: jax.tree.map(lambda x: x.astype(dtype_tree.flops_per_s.dtype), tree)  # noqa: E731
+            rr = jstep(dtype_tree, cast(dep), cast(t), cast(d), cast(dec))
             assert np.isfinite(float(rr.speedup)) and float(rr.speedup) > 0
 
 

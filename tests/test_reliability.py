@@ -106,10 +106,10 @@ CASES = {
     "optimize-k-max": ({}, ["optimize", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--alpha", "0.5",
                             "--draft-cost", "0.1", "--k-max", "0"], "'--k-max'"),
     "optimize-method": ({}, ["optimize", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--alpha", "0.5",
-                             "--draft-cost", "0.1", "--method", "newton"], "method='newton'; expected optax or brute"),
+                             "--draft-cost", "0.1", "--method", "newton"], "method='newton'; expected one of optax, brute"),
     "spec-k-method": sweep_case(SWEEP_BASE + "[optimize]\nmethod = \"adam\"\n", "optimize.method='adam'"),
     "optimize-batch": ({}, ["optimize", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--alpha", "0.5",
-                            "--draft-cost", "0.1", "--batch", "0"], "batch=0.0; expected 1 <= batch <= 1e7"),
+                            "--draft-cost", "0.1", "--batch", "0"], "batch=0.0; expected 1 <= batch <= 1e8"),
     "plot-kind": ({}, ["plot", "bars", "--out", "{d}/out"], "kind='bars'"),
     # sweep TOML
     "spec-unknown-key": sweep_case("colour = 1\n" + SWEEP_BASE, "unknown top-level key 'colour'"),

@@ -33,10 +33,10 @@ def test_tiny_sweep_matches_point_calls(tmp_path):
         pair = next(p for p in s.pairs if p.label == row["pair"])
         sc = Scenario(target=pair.target, hardware=row["hardware"], drafter=pair.drafter, draft=pair.draft,
                       draft_cost=pair.draft_cost, batch=row["batch_seqs"], k=3, alpha=row["alpha"], context=1024.0)
-        hw, t, d, dec = sc.build(jnp.float64)
+        hw, dep, t, d, dec = sc.build(jnp.float64)
         if pair.target == "gpt-oss-20b":
             t = t.replace(n_experts=jnp.float64(row["n_experts"]))
-            want = api.to_python(jax.jit(lambda *a: __import__("specjax").step(*a))(hw, t, d, dec))
+            want = api.to_python(jax.jit(__import__("specjax").step)(hw, dep, t, d, dec))
             assert row["status"] in ("ok", "sd_over_memory", "base_over_memory", "model_does_not_fit")
             assert row["speedup"] == pytest.approx(want["speedup"], rel=2e-5)
             assert row["t_verify_s"] == pytest.approx(want["t_verify_s"], rel=2e-5)
@@ -107,7 +107,9 @@ def test_max_speedup_and_best_k_reductions(tmp_path):
 def test_no_recompilation_after_first_chunk(tmp_path):
     s = spec.load(DATA / "tiny.toml")
     sweep.run(s, tmp_path / "first")
-    kern = sweep._kernel(7, 1, sweep.spec_static(s))
+    from specjax import sweep_kernel
+
+    kern = sweep_kernel.chunk_kernel(7, 1, sweep_kernel.config(s))
     before = kern._cache_size()
     sweep.run(s, tmp_path / "second")
     assert kern._cache_size() == before == 1

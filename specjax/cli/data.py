@@ -6,11 +6,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from . import api
-from . import hardware as _hw
-from .cli import Context, Draft, DraftCost, Drafter, Json, K, KvDtype, Roof, Tp, _print_json, _table, app
-from .scenario import Scenario
-from .errors import SpecError
+from .. import api
+from .. import hardware as _hw
+from ..errors import SpecError
+from ..scenario import Scenario
+from .app import (Context, Draft, DraftCost, Drafter, DrafterChoice, Json, K, KvDtype, Roof, RooflineChoice, Tp,
+                  app, choices, print_json, table, value)
 
 
 def _load_profiles(paths):
@@ -23,8 +24,8 @@ def _load_profiles(paths):
     return profiles
 
 
-def _write_table(df, path):
-    from . import io
+def _writetable(df, path):
+    from .. import io
 
     p = pathlib.Path(path)
     if p.suffix not in (".csv", ".parquet"):
@@ -43,19 +44,18 @@ def validate(csv: Csv,
              hardware_profile: Annotated[Optional[list[str]], typer.Option(
                  help="Calibrated hardware TOML (repeatable); replaces the preset named by its calibrated_for.")
              ] = None,
-             roofline: Roof = "operator",
+             roofline: Roof = RooflineChoice.operator,
              out: Annotated[Optional[str], typer.Option(help="Write the per-row table (.csv or .parquet).")] = None,
              as_json: Json = False):
     """Predict every measured speedup and report the errors."""
-    from . import measured
-    from . import validate as _validate
+    from .. import measured
+    from .. import validate as _validate
 
-    if roofline not in ("operator", "pass"):
-        raise SpecError(f"roofline={roofline!r}; expected operator or pass")
+    roofline = value(roofline)
     rows = measured.load(csv)
     df, summary = _validate.evaluate(rows, _load_profiles(hardware_profile), roofline)
     if out:
-        _write_table(df, out)
+        _writetable(df, out)
     if not as_json:
         import polars as pl
 
@@ -63,8 +63,8 @@ def validate(csv: Csv,
             print(df.group_by("target", "drafter").agg(
                 pl.len().alias("rows"), pl.col("ape").filter(~pl.col("anchor")).median().alias("median_ape"),
                 pl.col("side_ok").filter(~pl.col("anchor")).mean().alias("side_accuracy")).sort("target", "drafter"))
-        _table([(k_, v) for k_, v in summary.items()])
-    _print_json(summary)
+        table([(k_, v) for k_, v in summary.items()])
+    print_json(summary)
 
 
 @app.command()
@@ -78,12 +78,13 @@ def calibrate(csv: Csv,
                   help="eta_W held fixed when the CSV has no step times (speedups fix only ratios).")] = 0.85,
               holdout_fraction: Annotated[float, typer.Option(help="Share of series held out.")] = 0.3,
               steps: Annotated[int, typer.Option(help="optax steps.", min=10, max=100000)] = 1500,
-              roofline: Roof = "operator", as_json: Json = False):
+              roofline: Roof = RooflineChoice.operator, as_json: Json = False):
     """Fit efficiencies, fixed overhead (and expert locality, overlap) to measurements; write a profile."""
-    from . import calibrate as _cal
-    from . import io, measured
-    from . import validate as _validate
+    from .. import calibrate as _cal
+    from .. import io, measured
+    from .. import validate as _validate
 
+    roofline = value(roofline)
     if not 0 <= holdout_fraction < 1:
         raise SpecError(f"holdout_fraction={holdout_fraction}; expected 0 <= x < 1")
     if not 0.2 <= hbm_efficiency <= 1:
@@ -116,19 +117,21 @@ def calibrate(csv: Csv,
     result = dict(hardware=hardware, profile=out, values=cal.values[hardware], fitted=list(cal.fit_fields),
                   final_loss=float(cal.loss_history[-1]), initial_loss=float(cal.loss_history[0]), **report)
     if as_json:
-        _print_json(result)
+        print_json(result)
         return
     print(f"calibrated {hardware} on {len(cal.train_series)} series ({len(cal.heldout_series)} held out); "
           f"wrote {out}")
-    _table([(k_, v) for k_, v in cal.values[hardware].items()])
+    table([(k_, v) for k_, v in cal.values[hardware].items()])
     print(f"\n{'split':<16} {'median APE':>11} {'p90 APE':>9} {'side acc.':>10}")
     for k_, v in report.items():
         print(f"{k_:<16} {v['median_ape']:>11.3%} {v['p90_ape']:>9.3%} {v['side_accuracy']:>10.3%}")
 
 
+PlotKind = choices("PlotKind", ("speedup", "crossover-map", "sensitivity", "roofline", "optimal-k", "validation"))
+
+
 @app.command()
-def plot(kind: Annotated[str, typer.Argument(help="speedup | crossover-map | sensitivity | roofline | optimal-k | "
-                                                  "validation")],
+def plot(kind: Annotated[PlotKind, typer.Argument(help="What to draw.")],
          out: Annotated[str, typer.Option(help="Output path without suffix; writes .png and .svg.")] = "figure",
          source: Annotated[Optional[str], typer.Option(
              "--from", help="Sweep output directory (speedup, crossover-map) or measurements CSV (validation).")
@@ -136,9 +139,9 @@ def plot(kind: Annotated[str, typer.Argument(help="speedup | crossover-map | sen
          target: Annotated[Optional[list[str]], typer.Option(help="Target(s) when plotting from model flags.")] = None,
          hardware: Annotated[Optional[list[str]], typer.Option("--hardware", help="Hardware preset(s)/file(s).")
                              ] = None,
-         drafter: Drafter = "ratio", draft: Draft = None, draft_cost: DraftCost = None, tp: Tp = 1, k: K = 2,
+         drafter: Drafter = DrafterChoice.ratio, draft: Draft = None, draft_cost: DraftCost = None, tp: Tp = 1, k: K = 2,
          alpha: Annotated[Optional[list[float]], typer.Option(help="Acceptance rate(s).")] = None,
-         context: Context = 2048.0, kv_dtype: KvDtype = None, roofline: Roof = "operator",
+         context: Context = 2048.0, kv_dtype: KvDtype = None, roofline: Roof = RooflineChoice.operator,
          batch: Annotated[Optional[list[float]], typer.Option(help="Batches (roofline; default grids otherwise).")
                           ] = None,
          x: Annotated[Optional[str], typer.Option(help="crossover-map: column on the x axis.")] = None,
@@ -147,10 +150,9 @@ def plot(kind: Annotated[str, typer.Argument(help="speedup | crossover-map | sen
     """Draw a figure (PNG and SVG) from a sweep directory or from model flags."""
     import numpy as np
 
-    from . import plots
+    from .. import curves, plots
 
-    if kind not in plots.KINDS:
-        raise SpecError(f"kind={kind!r}; expected one of {', '.join(plots.KINDS)}")
+    kind, drafter, roofline = value(kind), value(drafter), value(roofline)
     alphas = alpha or [0.814]
     for a in alphas:
         if not 0 <= a <= 1:
@@ -180,7 +182,7 @@ def plot(kind: Annotated[str, typer.Argument(help="speedup | crossover-map | sen
                     raise SpecError(f"{name}={v!r}; expected a column of the sweep: {', '.join(df.columns)}")
             fig, data = plots.crossover_map_figure(df, x, y)
     elif kind == "speedup":
-        fig, data = plots.speedup_figure(plots.speedup_grid(scenarios(), np.geomspace(1, 4096, 97)))
+        fig, data = plots.speedup_figure(curves.speedup_grid(scenarios(), np.geomspace(1, 4096, 97)))
     elif kind == "crossover-map":
         raise SpecError("plot crossover-map needs --from DIR (a sweep with reduce.kind = 'crossover')")
     elif kind == "sensitivity":
@@ -188,15 +190,18 @@ def plot(kind: Annotated[str, typer.Argument(help="speedup | crossover-map | sen
         fig, data = plots.sensitivity_figure(res)
     elif kind == "roofline":
         (label, sc), = list(scenarios().items())[:1]
-        hw_, tgt, _, _ = sc.build()
-        fig, data = plots.roofline_figure(hw_, tgt, batch or [1, 64, 1024], float(k), context, float(tp), label)
+        hw_, deploy, tgt, _, _ = sc.build()
+        batches = batch or [1, 64, 1024]
+        points = curves.roofline_points(hw_, deploy, tgt, batches, float(k), context)
+        fig, data = plots.roofline_figure(points, float(hw_.flops_per_s * hw_.flops_efficiency),
+                                          float(hw_.hbm_bytes_per_s * hw_.hbm_efficiency), batches, float(k), label)
     elif kind == "optimal-k":
         (label, sc), = list(scenarios().items())[:1]
-        grid = plots.optimal_k_grid(sc, alpha or [0.5, 0.6, 0.7, 0.8, 0.9], np.geomspace(1, 4096, 49))
+        grid = curves.optimal_k_grid(sc, alpha or [0.5, 0.6, 0.7, 0.8, 0.9], np.geomspace(1, 4096, 49))
         fig, data = plots.optimal_k_figure(grid, title=f"Best draft length k*: {label}")
     else:  # validation
-        from . import measured
-        from . import validate as _validate
+        from .. import measured
+        from .. import validate as _validate
 
         if not source:
             raise SpecError("plot validation needs --from FILE.csv (measurements)")
@@ -204,6 +209,6 @@ def plot(kind: Annotated[str, typer.Argument(help="speedup | crossover-map | sen
         fig, data = plots.validation_figure(df)
     paths = plots.save(fig, out)
     if as_json:
-        _print_json(dict(files=[str(p) for p in paths], rows=data.height, columns=data.columns))
+        print_json(dict(files=[str(p) for p in paths], rows=data.height, columns=data.columns))
     else:
         print(f"wrote {', '.join(str(p) for p in paths)} ({data.height} data rows)")

@@ -5,8 +5,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from .cli import Json, _print_json, _table, app
-from .errors import SpecError
+from ..errors import SpecError
+from .app import Json, app, print_json, table
 
 
 @app.command()
@@ -37,17 +37,17 @@ def sweep(spec_file: Annotated[str, typer.Argument(metavar="SPEC", help="Sweep s
             raise SpecError("num_processes > 1 needs --coordinator host:port")
         jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
                                    process_id=process_id)
-    from . import spec as _spec
-    from . import summary as _summary
-    from . import sweep as _sweep
+    from .. import spec as _spec
+    from .. import summary as _summary
+    from .. import sweep as _sweep
 
     sp = _spec.load(spec_file)
     if dry_run:
         d = _sweep.dry_run(sp, devices, num_processes)
         if as_json:
-            _print_json(d)
+            print_json(d)
         else:
-            _table([(k_, v) for k_, v in d.items() if k_ not in ("columns", "memory_detail")])
+            table([(k_, v) for k_, v in d.items() if k_ not in ("columns", "memory_detail")])
         return
     _sweep.preflight(sp, out, resume, overwrite, num_processes)
     if quiet or as_json:
@@ -70,7 +70,7 @@ def sweep(spec_file: Annotated[str, typer.Argument(metavar="SPEC", help="Sweep s
             res = _sweep.run(sp, out, resume=resume, overwrite=overwrite, n_devices=devices, process_id=process_id,
                              num_processes=num_processes, progress=tick)
     if as_json:
-        _print_json(res)
+        print_json(res)
         return
     print(f"{sp.name}: {res['rows']:,} rows ({res['points']:,} points) in {res['wall_s']:.2f} s; "
           f"{res['chunks_written']} chunks written, {res['chunks_skipped']} resumed; results in {out}")
@@ -86,8 +86,14 @@ def report(spec_file: Annotated[str, typer.Argument(metavar="SPEC", help="Sweep 
            out: Annotated[str, typer.Option(help="Report directory (index.html, figures/, data/).")] = "out/report",
            resume: Annotated[bool, typer.Option(help="Reuse finished chunks of an earlier run.")] = False):
     """Run a sweep and write a self-contained HTML report with figures, key numbers and assumptions."""
-    from . import report as _report
-    from . import spec as _spec
+    import pathlib
 
-    path = _report.write(_spec.load(spec_file), out, resume=resume)
+    from .. import report as _report
+    from .. import spec as _spec
+    from .. import sweep as _sweep
+
+    sp = _spec.load(spec_file)
+    data_dir = pathlib.Path(out) / "data"
+    _sweep.run(sp, data_dir, overwrite=not resume, resume=resume)
+    path = _report.write(sp, data_dir, out)
     print(f"wrote {path}")

@@ -1,0 +1,49 @@
+"""Command line: `specjax point | crossover | sensitivity | optimize | sweep | report | validate |
+calibrate | plot | presets | seed`.
+
+Each command gathers options into a `Scenario` (or a spec / CSV), calls one library function and
+prints a table, or one JSON object with `--json`. Bad input: one line on stderr, exit code 2.
+Layout: `app` (the typer app, shared options, output helpers), one module per command group.
+"""
+
+import re
+import sys
+
+import typer
+
+from ..errors import SpecError
+from . import data, model, sweep  # noqa: F401  (register their commands on `app`)
+from .app import app
+
+# typer vendors click; reach its exception classes through the public BadParameter.
+ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_CHOICE = re.compile(r"'(?P<value>[^']*)' is not one of (?P<choices>.*?)\.?$")
+
+
+def _message(e):
+    """One line for a usage error; a bad choice reads like every other bad value (field=value; expected)."""
+    msg = " ".join(e.format_message().split())
+    param = getattr(e, "param", None)
+    m = _CHOICE.search(msg)
+    if m and getattr(param, "name", None):
+        allowed = ", ".join(c.strip().strip("'") for c in m["choices"].split(","))
+        return f"{param.name}={m['value']!r}; expected one of {allowed}"
+    return msg
+
+
+def main(argv=None):
+    """Console entry point: runs the app, turning bad input into one line on stderr and exit 2."""
+    try:
+        code = app(args=argv, standalone_mode=False, prog_name="specjax")
+    except SpecError as e:
+        print(f"specjax: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except ClickException as e:
+        if type(e).__name__ == "NoArgsIsHelpError":
+            print(e.format_message())
+            sys.exit(0)
+        print(f"specjax: error: {_message(e)}", file=sys.stderr)
+        sys.exit(2)
+    except typer.Abort:
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,127 @@
+"""The typer app, the options shared by commands (choices as Enums built from the registries) and
+the output helpers. Command groups live in `cli.model`, `cli.data` and `cli.sweep`; `cli.main` runs."""
+
+import enum
+import functools
+import inspect
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from .. import __version__, drafters
+from ..errors import SpecError
+from ..scenario import Scenario
+from ..trees import MODES
+
+
+def choices(name, values):
+    """A str Enum of the allowed values of an option (typer shows and checks them)."""
+    return enum.Enum(name, {v: v for v in values}, type=str)
+
+
+DrafterChoice = choices("DrafterChoice", drafters.names())
+RooflineChoice = choices("RooflineChoice", MODES)
+MethodChoice = choices("MethodChoice", ("optax", "brute"))
+
+
+def value(x):
+    """The plain value of an Enum option (or the value itself)."""
+    return x.value if isinstance(x, enum.Enum) else x
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Does speculative decoding pay for this target, drafter, hardware, batch and context?")
+
+Target = Annotated[str, typer.Option(help="Target model: preset slug or config.json path.")]
+Drafter = Annotated[DrafterChoice, typer.Option(help="; ".join(f"{k.name}: {k.help}"
+                                                                for k in drafters.REGISTRY.values()))]
+Draft = Annotated[Optional[str], typer.Option(help="Draft model or EAGLE head: slug or config.json path.")]
+DraftCost = Annotated[Optional[float], typer.Option(help="Draft pass cost / target pass cost (drafter=ratio).")]
+Hw = Annotated[str, typer.Option("--hardware", help="Accelerator: preset slug or hardware TOML path.")]
+Tp = Annotated[int, typer.Option(help="Tensor-parallel degree (GPUs per replica).")]
+K = Annotated[int, typer.Option("--k", help="Draft length: tokens proposed per step.")]
+Alpha = Annotated[Optional[float], typer.Option(help="Per-token acceptance rate in [0, 1].")]
+Tau = Annotated[Optional[float], typer.Option(help="Mean accepted length per step incl. bonus token, in [1, k+1].")]
+Context = Annotated[float, typer.Option(help="Tokens in each sequence's KV cache.")]
+WDtype = Annotated[Optional[str], typer.Option(help="Weight dtype for all weights (default: from config).")]
+EDtype = Annotated[Optional[str], typer.Option(help="Weight dtype for routed experts only.")]
+KvDtype = Annotated[Optional[str], typer.Option(help="KV-cache dtype (default: weight dtype).")]
+CDtype = Annotated[str, typer.Option(help="Compute dtype whose peak FLOP/s applies.")]
+Roof = Annotated[RooflineChoice, typer.Option(help="operator (per-operator roofline) | pass (one roofline per pass).")]
+MemFrac = Annotated[float, typer.Option(help="Usable fraction of HBM.")]
+Json = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+IgnoreMem = Annotated[bool, typer.Option("--ignore-memory", help="Evaluate even if the weights do not fit in "
+                                                               "tp x HBM (pure roofline, as many blog posts do).")]
+
+
+def _version(value: bool):
+    if value:
+        print(f"specjax {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version.")] = False):
+    """specjax: a roofline model of speculative decoding."""
+
+
+def scenario(ignore_memory=False, **kw):
+    """A validated `Scenario` from model flags (Enum options unwrapped); refuses weights that do not fit."""
+    kw = {k: value(v) for k, v in kw.items()}
+    kw["draft_cost"] = kw.pop("draft_cost", None)
+    sc = Scenario(**kw)
+    if not ignore_memory:
+        msg = sc.memory_error()
+        if msg:
+            raise SpecError(msg)
+    return sc
+
+
+def print_json(obj):
+    print(json.dumps(obj, allow_nan=False))
+
+
+def emit(result, as_json):
+    """One JSON object, or a two-column table of the same keys."""
+    if as_json:
+        print_json(result)
+    else:
+        table(list(result.items()))
+
+
+def table(rows):
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        if isinstance(v, float):
+            v = f"{v:.6g}"
+        print(f"{k:<{width}}  {v}")
+
+
+_MODEL_FLAGS = [  # (name, annotation, default): the operating point, shared by the model commands
+    ("target", Target, inspect.Parameter.empty), ("hardware", Hw, inspect.Parameter.empty),
+    ("drafter", Drafter, DrafterChoice.ratio), ("draft", Draft, None), ("draft_cost", DraftCost, None), ("tp", Tp, 1),
+    ("k", K, 2), ("alpha", Alpha, None), ("accepted_length", Tau, None), ("context", Context, 2048.0),
+    ("weight_dtype", WDtype, None), ("expert_dtype", EDtype, None), ("kv_dtype", KvDtype, None),
+    ("compute_dtype", CDtype, "bf16"), ("roofline", Roof, RooflineChoice.operator), ("memory_fraction", MemFrac, 0.9),
+    ("ignore_memory", IgnoreMem, False)]
+BatchMax = Annotated[float, typer.Option(help="Largest batch searched.", min=2)]
+
+
+def model_command(fn):
+    """Register `fn(model, **own)` as a command taking the shared model flags plus its own options;
+    the model flags arrive as one dict `model`."""
+    kw_only = inspect.Parameter.KEYWORD_ONLY
+    shared = [inspect.Parameter(n, kw_only, annotation=a, default=d) for n, a, d in _MODEL_FLAGS]
+    own = [p.replace(kind=kw_only) for p in inspect.signature(fn, eval_str=True).parameters.values()
+           if p.name != "model"]
+    names = {n for n, _, _ in _MODEL_FLAGS}
+
+    @functools.wraps(fn)
+    def command(**kw):
+        return fn({k_: kw.pop(k_) for k_ in list(kw) if k_ in names}, **kw)
+
+    command.__signature__ = inspect.Signature(shared + own)
+    command.__annotations__ = {p.name: p.annotation for p in shared + own}
+    del command.__wrapped__
+    return app.command(name=fn.__name__)(command)

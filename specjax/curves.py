@@ -1,0 +1,58 @@
+"""Frames for figures, computed by the kernels (never by a second implementation of the model).
+
+`speedup_grid` evaluates `speculative.step` over batches, `optimal_k_grid` the optax k* search,
+`roofline_points` the per-operator roofline times of `roofline.operator_times` (non-overlap and
+efficiencies included), each returned as a polars DataFrame that `plots` draws.
+"""
+
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import polars as pl
+
+from .optimize import search
+from .roofline import OPERATORS, operator_times
+from .speculative import step
+from .status import Point
+
+
+def speedup_grid(scenarios, batches):
+    """Evaluate `{label: Scenario}` over `batches` into the columns `speedup_figure` reads."""
+    frames = []
+    for label, sc in scenarios.items():
+        hw, deploy, tgt, dr, dec = sc.build()
+        b = np.asarray(batches, np.float32)
+        r = jax.jit(jax.vmap(lambda x: step(hw, deploy, tgt, dr, dec.replace(batch=x))))(b)
+        frames.append(pl.DataFrame(dict(hardware=[pathlib.Path(sc.hardware).stem] * len(b), pair=[label] * len(b),
+                                        batch_seqs=b, speedup=np.asarray(r.speedup),
+                                        status=list(Point.decode(np.asarray(r.status))))))
+    return pl.concat(frames)
+
+
+def optimal_k_grid(scenario, alphas, batches, k_max=16):
+    """k* (optax search) over alphas x batches for one `Scenario`."""
+    hw, deploy, tgt, dr, dec = scenario.build()
+    a, b = np.meshgrid(np.asarray(alphas, np.float32), np.asarray(batches, np.float32), indexing="ij")
+    fn = jax.jit(jax.vmap(lambda x, y: search(hw, deploy, tgt, dr, dec.replace(alpha=x, batch=y), k_max)))
+    o = fn(a.ravel(), b.ravel())
+    return pl.DataFrame(dict(alpha=a.ravel(), batch=b.ravel(), k_star=np.asarray(o.k_star),
+                             speedup=np.asarray(o.speedup)))
+
+
+def roofline_points(hw, deploy, model, batches, k, context):
+    """Each operator of the decode (q = 1) and verify (q = k+1) passes at each batch: intensity,
+    achieved FLOP/s (FLOPs / the kernel's operator time) and the bound. Returns a DataFrame."""
+    rows = []
+    for b in batches:
+        for q, kind in ((1.0, "decode"), (k + 1.0, "verify")):
+            flops, nbytes, t_math, t_mem, t = operator_times(hw, deploy, model, jnp.asarray(float(b)),
+                                                             jnp.asarray(q), jnp.asarray(float(context)))
+            for name, fl, by, tm, tw, to in zip(OPERATORS, flops, nbytes, t_math, t_mem, t):
+                fl, by = float(fl), float(by)
+                if fl > 0 and by > 0:
+                    rows.append(dict(batch=float(b), pass_kind=kind, operator=name, intensity=fl / by,
+                                     achieved_flops_per_s=fl / float(to),
+                                     bound="compute" if float(tm) > float(tw) else "memory"))
+    return pl.DataFrame(rows)

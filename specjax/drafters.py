@@ -1,0 +1,81 @@
+"""The drafter registry: every drafter kind is one `DrafterKind` record (MODEL.md 2).
+
+A record says whether the kind needs a draft config (`--draft`), whether its cost is a ratio of the
+target's pass, whether it can appear in measurement CSVs, and how its `Model` pytree is built from
+the target's and the draft's `Architecture`. Adding a drafter kind is one `register(...)` call;
+`Scenario`, sweep specs, measurement files and the CLI read the registry.
+"""
+
+import dataclasses
+from typing import Callable
+
+from . import models as _models
+from .errors import field_error
+
+
+@dataclasses.dataclass(frozen=True)
+class DrafterKind:
+    """One way of proposing draft tokens.
+
+    Attributes:
+      name: the value of `--drafter`, the spec key `drafter` and the CSV column `drafter`.
+      help: one line for `--help` and the README.
+      build: (target_arch, draft_arch | None, dts) -> draft `Model`; dts holds weight_dtype,
+        expert_dtype, kv_dtype and dtype.
+      needs_draft: a draft model or head config must be given (`--draft`).
+      cost_ratio: the draft pass costs `draft_cost` x T_target(B, 1) (Leviathan's c).
+      measurable: may appear in measurement CSVs.
+      check: optional (target_arch) -> None, raising `SpecError` for a target it cannot draft for.
+    """
+
+    name: str
+    help: str
+    build: Callable
+    needs_draft: bool = False
+    cost_ratio: bool = False
+    measurable: bool = True
+    check: Callable | None = None
+
+
+REGISTRY = {}
+
+
+def register(kind):
+    """Add a drafter kind (replacing one of the same name); returns it."""
+    REGISTRY[kind.name] = kind
+    return kind
+
+
+def get(name, source=None, field="drafter"):
+    """The record of drafter `name`, or a `SpecError` listing the known kinds."""
+    if name not in REGISTRY:
+        raise field_error(field, name, f"one of {', '.join(REGISTRY)}", source)
+    return REGISTRY[name]
+
+
+def names(measurable_only=False):
+    return tuple(n for n, k in REGISTRY.items() if k.measurable or not measurable_only)
+
+
+def _no_model(target, draft, dts):
+    return _models.Model.zeros(dts["dtype"])
+
+
+def _has_mtp(target):
+    if not target.mtp_layers:
+        raise field_error("drafter", "mtp", f"a target with MTP layers ({target.name} has none)", target.source)
+
+
+def _eagle(target, head, dts):
+    return _models.eagle_head(head, target, **{k: v for k, v in dts.items() if k != "expert_dtype"})
+
+
+register(DrafterKind("model", "a separate draft model (--draft: its config.json or slug)",
+                     lambda target, draft, dts: _models.target(draft, **{k: v for k, v in dts.items() if k != "expert_dtype"}), needs_draft=True))
+register(DrafterKind("eagle", "an EAGLE-1 / EAGLE-3 head on the target's hidden states (--draft: the head)",
+                     _eagle, needs_draft=True))
+register(DrafterKind("mtp", "the target's own MTP layer, reused autoregressively",
+                     lambda target, draft, dts: _models.mtp_head(target, **dts), check=_has_mtp))
+register(DrafterKind("ngram", "prompt lookup: no model cost", _no_model))
+register(DrafterKind("ratio", "a draft pass costing --draft-cost x the target's pass (Leviathan's c)", _no_model,
+                     cost_ratio=True, measurable=False))

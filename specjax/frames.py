@@ -1,0 +1,29 @@
+"""Kernel outputs -> polars DataFrames: numeric inputs first (catalogue order), then outputs, then
+`valid` and `status` (a polars Enum of the reduction's status names). NaN never reaches a file: a
+missing number is null and its row carries a status."""
+
+import numpy as np
+import polars as pl
+
+from . import catalogue
+
+
+def status_enum(status_type):
+    """The polars Enum dtype of a `status` type's names."""
+    return pl.Enum(list(status_type.names()))
+
+
+def sweep_frame(spec, arrays, n):
+    """The first `n` rows of one chunk's output arrays as a DataFrame."""
+    cols = {name: np.asarray(a)[:n] for name, a in arrays.items() if name != "status_code"}
+    status_type = spec.reduction.status_type
+    df = pl.DataFrame(cols)
+    df = df.with_columns(pl.col(pl.Float32, pl.Float64).fill_nan(None))
+    df = df.with_columns(pl.Series("status", status_type.decode(np.asarray(arrays["status_code"])[:n]),
+                                   dtype=status_enum(status_type)))
+    for key, v in spec.fixed.items():
+        if key in catalogue.INPUTS and catalogue.column(key) not in df.columns:
+            df = df.with_columns(pl.lit(float(v), df["alpha"].dtype).alias(catalogue.column(key)))
+    inputs = [i.column for i in catalogue.INPUTS.values() if i.column in df.columns]
+    rest = [c for c in df.columns if c not in inputs and c not in ("valid", "status")]
+    return df.select(inputs + rest + ["valid", "status"])

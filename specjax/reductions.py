@@ -1,0 +1,143 @@
+"""The sweep-reduction registry: what a sweep keeps per output row, declared once per reduction.
+
+A `Reduction` record carries its on-device kernel (a pure function of one grid point), the status
+type of its rows, how many configurations one row evaluates, which numeric axes it searches itself
+(and so forbids) or consumes, whether it needs a batch, and which output columns a summary should
+aggregate. Sweep specs, the sweep engine, summaries and the report read the registry: adding a
+reduction is one `register(Reduction(...))` with its kernel.
+
+A kernel is `kernel(hw, deploy, tgt, draft, dec, invalid, values, cfg) -> (outputs, status, valid)`:
+`outputs` a dict of scalars, `status` an int8 code of `status_type`, `valid` a bool.
+"""
+
+import dataclasses
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+
+from . import crossover as _crossover
+from . import optimize as _optimize
+from . import sensitivity as _sensitivity
+from .errors import SpecError, field_error
+from .speculative import step
+from .status import Curve, Point
+
+STEP_OUTPUTS = ("speedup", "tokens_per_step", "t_target_s", "t_draft_s", "t_verify_s", "t_sd_step_s",
+                "throughput_base_tok_s", "throughput_sd_tok_s", "max_batch_base", "max_batch_sd",
+                "verify_compute_bound")
+
+
+@dataclasses.dataclass(frozen=True)
+class Reduction:
+    """One sweep reduction.
+
+    Attributes:
+      name: the spec value `[reduce] kind`.
+      kernel: see the module docstring.
+      status_type: `status.Point` or `status.Curve`.
+      per_row: spec -> configurations evaluated per output row.
+      searches: axes the reduction searches itself (must not be axes of the spec).
+      consumes: an axis folded into each row (required; not a column of the output).
+      needs_batch: the spec must give a batch ([fixed] or [axes]).
+      summary: (column, (aggregations...)) pairs a summary reports per (hardware, pair).
+      share_of: statuses whose share of rows a summary reports.
+    """
+
+    name: str
+    kernel: Callable
+    status_type: type
+    per_row: Callable = lambda spec: 1
+    searches: tuple = ()
+    consumes: str | None = None
+    needs_batch: bool = False
+    summary: tuple = ()
+    share_of: tuple = ()
+
+    def check_axes(self, axes, fixed, src):
+        """Raise a `SpecError` if the spec's axes do not suit this reduction."""
+        for name in self.searches:
+            if name in axes:
+                raise SpecError(f"axes.{name}: reduce.kind = {self.name!r} searches {name} itself; remove it in {src}")
+        if self.consumes and self.consumes not in axes:
+            raise SpecError(f"reduce.kind={self.name!r} needs a {self.consumes} axis ([axes] {self.consumes}) in {src}")
+        if self.needs_batch and "batch" not in axes and "batch" not in fixed:
+            raise SpecError(f"give batch in [fixed] or [axes] (reduce.kind={self.name!r}) in {src}")
+
+
+REGISTRY = {}
+
+
+def register(reduction):
+    """Add a reduction (replacing one of the same name); returns it."""
+    REGISTRY[reduction.name] = reduction
+    return reduction
+
+
+def get(name, source=None):
+    if name not in REGISTRY:
+        raise field_error("reduce.kind", name, f"one of {', '.join(REGISTRY)}", source)
+    return REGISTRY[name]
+
+
+def masked(invalid, **fields):
+    """Outputs of a point, NaN (null in the file) where its inputs are not physical."""
+    return {k: jnp.where(invalid, jnp.nan, v) for k, v in fields.items()}
+
+
+def invalid_or(invalid, status, status_type):
+    """The status code, or `INVALID_INPUT` of `status_type` where the inputs are not physical."""
+    return jnp.where(invalid, jnp.int8(int(status_type.INVALID_INPUT)), status.astype(jnp.int8))
+
+
+def _none(hw, deploy, tgt, draft, dec, invalid, values, cfg):
+    r = step(hw, deploy, tgt, draft, dec)
+    status = invalid_or(invalid, r.status, Point)
+    return masked(invalid, **{f: getattr(r, f) for f in STEP_OUTPUTS}), status, \
+        (status == int(Point.OK)) & jnp.isfinite(r.speedup)
+
+
+def _crossover_kernel(hw, deploy, tgt, draft, dec, invalid, values, cfg):
+    trees = (hw, deploy, tgt, draft, dec)
+    if cfg.sensitivity:
+        c, _, el = _sensitivity.crossover_sensitivity(*trees, cfg.batch_max, cfg.batch_points)
+    else:
+        c, el = _crossover.find(*trees, cfg.batch_max, cfg.batch_points), {}
+    out = masked(invalid, **{f: getattr(c, f) for f in ("crossover_batch", "crossover_batch_int",
+                                                         "speedup_at_batch_1", "max_batch_sd",
+                                                         "speedup_at_max_batch", "pays_again_batch")},
+                 **{f"elasticity_{n}": el[n] for n in cfg.sensitivity})
+    out["beyond_memory"] = (c.beyond_memory > 0) & ~invalid
+    return out, invalid_or(invalid, c.status, Curve), ~invalid & jnp.isfinite(c.speedup_at_batch_1)
+
+
+def _best_k(hw, deploy, tgt, draft, dec, invalid, values, cfg):
+    o = _optimize.best_k(hw, deploy, tgt, draft, dec, cfg.k_max, cfg.k_method)
+    status = invalid_or(invalid, step(hw, deploy, tgt, draft, dec.replace(k=o.k_star)).status, Point)
+    out = masked(invalid, k_star=o.k_star, speedup_k_star=o.speedup, k_relaxed=o.k_relaxed)
+    return out, status, (status == int(Point.OK)) & jnp.isfinite(o.speedup)
+
+
+def _max_speedup(hw, deploy, tgt, draft, dec, invalid, values, cfg):
+    batches = values["batch"].astype(dec.alpha.dtype)
+    rs = jax.vmap(lambda b: step(hw, deploy, tgt, draft, dec.replace(batch=b)))(batches)
+    feasible = rs.status == int(Point.OK)
+    s_feas = jnp.where(feasible, rs.speedup, -jnp.inf)
+    i_all, i_feas = jnp.argmax(rs.speedup), jnp.argmax(s_feas)
+    out = masked(invalid, max_speedup=rs.speedup[i_all], batch_at_max_speedup=batches[i_all])
+    out.update(masked(invalid | ~feasible.any(), max_speedup_feasible=s_feas[i_feas],
+                      batch_at_max_speedup_feasible=batches[i_feas]))
+    status = invalid_or(invalid, jnp.where(feasible.any(), jnp.int8(int(Point.OK)), rs.status[0]), Point)
+    return out, status, ~invalid & feasible.any()
+
+
+register(Reduction("none", _none, Point, needs_batch=True))
+register(Reduction("crossover", _crossover_kernel, Curve, per_row=lambda spec: spec.batch_points,
+                   searches=("batch",),
+                   summary=(("crossover_batch", ("min", "median", "max")), ("beyond_memory", ("mean",)),
+                            ("speedup_at_max_batch", ("median",))),
+                   share_of=(Curve.CROSSES, Curve.NEVER_HELPS, Curve.HELPS_THROUGHOUT)))
+register(Reduction("best_k", _best_k, Point, per_row=lambda spec: spec.k_max, searches=("k",), needs_batch=True,
+                   summary=(("speedup_k_star", ("min", "max")),)))
+register(Reduction("max_speedup", _max_speedup, Point, per_row=lambda spec: len(spec.axes["batch"]),
+                   consumes="batch", summary=(("max_speedup", ("min", "max")),)))

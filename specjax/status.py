@@ -1,0 +1,59 @@
+"""Statuses, declared once (MODEL.md 2.3 and 3).
+
+Inside jitted kernels a status is a small integer code (`int8`); files carry it as a polars Enum
+of the names below and JSON as the name. No other module spells a code: kernels use the members
+(`Point.OK`), writers use `names()` and `decode()`.
+"""
+
+import enum
+
+import numpy as np
+
+
+class _Status(enum.IntEnum):
+    """Base: an integer code with a string name (the lower-case member name)."""
+
+    @property
+    def label(self):
+        return self.name.lower()
+
+    @classmethod
+    def names(cls):
+        """Every status name in code order (the categories of the file column)."""
+        return tuple(m.label for m in cls)
+
+    @classmethod
+    def decode(cls, codes):
+        """Names for an int array or scalar of codes (object array, or a str for a scalar). Codes are
+        contiguous from 0 (checked below), so the name table is indexed by code."""
+        table = np.asarray(cls.names(), dtype=object)
+        arr = np.asarray(codes).astype(np.int64)
+        return table[arr] if arr.ndim else str(table[arr])
+
+
+class Point(_Status):
+    """Status of one operating point (MODEL.md 2.3)."""
+
+    OK = 0
+    SD_OVER_MEMORY = 1          # fits only without the drafter
+    BASE_OVER_MEMORY = 2        # the batch does not fit even without the drafter
+    MODEL_DOES_NOT_FIT = 3      # the weights alone do not fit
+    INVALID_INPUT = 4           # the combination of inputs is not physical
+
+
+class Curve(_Status):
+    """Status of a speedup curve over batch (crossover reductions)."""
+
+    CROSSES = 0
+    NEVER_HELPS = 1
+    HELPS_THROUGHOUT = 2
+    INVALID_INPUT = 3
+
+
+def code(member, dtype=np.int8):
+    """The integer code of a member, as a numpy scalar of `dtype` (for `jnp.where` in kernels)."""
+    return dtype(int(member))
+
+
+for _cls in (Point, Curve):
+    assert [int(m) for m in _cls] == list(range(len(_cls))), _cls
