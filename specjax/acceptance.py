@@ -11,6 +11,7 @@ k may be real (the optimiser relaxes it); k = 0 gives tau = 1.
 import jax.numpy as jnp
 
 from ._search import bisect
+from .precision import float_dtype
 
 
 def _series_width(dtype):
@@ -20,7 +21,7 @@ def _series_width(dtype):
 def tokens_per_step(alpha, k):
     """Expected tokens emitted per sequence per step, tau(alpha, k), for alpha in [0, 1], k >= 0."""
     alpha, k = jnp.asarray(alpha), jnp.asarray(k)
-    dtype = jnp.result_type(alpha, k, jnp.float32)
+    dtype = float_dtype(alpha, k)
     alpha, k = alpha.astype(dtype), k.astype(dtype)
     m = k + 1.0
     near = jnp.abs(1.0 - alpha) < _series_width(dtype)
@@ -41,7 +42,7 @@ def alpha_from_tokens(tau, k, iters=64):
     vmappable; 64 halvings reach float64 resolution.
     """
     tau, k = jnp.asarray(tau), jnp.asarray(k)
-    dtype = jnp.result_type(tau, k, jnp.float32)
+    dtype = float_dtype(tau, k)
     tau, k = tau.astype(dtype), k.astype(dtype)
 
     return bisect(lambda a: tokens_per_step(a, k) < tau, jnp.zeros_like(tau), jnp.ones_like(tau), iters)

@@ -13,6 +13,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from ._search import first_crossing
+from .precision import float_dtype
 from .speculative import step
 from .status import Curve
 
@@ -46,7 +47,7 @@ def find(hw, deploy, target, draft, dec, batch_max=65536.0, n_grid=96, n_bisect=
     Returns:
       `Crossover`.
     """
-    dtype = jnp.result_type(dec.alpha, jnp.float32)
+    dtype = float_dtype(dec.alpha)
     b_star, r, crosses, b_back, pays_again = first_crossing(
         lambda res: res.speedup < 1.0, lambda b: step(hw, deploy, target, draft, dec.replace(batch=b)),
         batch_max, n_grid, n_bisect, dtype)

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import optax
 
 from ._search import first_crossing
+from .precision import float_dtype
 from .speculative import step
 
 
@@ -29,7 +30,7 @@ def _log_speedup(k, hw, deploy, target, draft, dec):
 
 def search(hw, deploy, target, draft, dec, k_max=16, starts=(1.0, 4.0, 10.0), steps=60, learning_rate=0.5):
     """k* at the operating point `dec` (its `k` is ignored). Static: k_max, starts, steps."""
-    dtype = jnp.result_type(dec.alpha, jnp.float32)
+    dtype = float_dtype(dec.alpha)
     k_hi = float(k_max)
     k0 = jnp.clip(jnp.asarray(starts, dtype), 1.0, k_hi)
     opt = optax.adam(optax.cosine_decay_schedule(learning_rate, steps, alpha=0.01))
@@ -38,11 +39,14 @@ def search(hw, deploy, target, draft, dec, k_max=16, starts=(1.0, 4.0, 10.0), st
     def one_start(k):
         def body(carry, _):
             k, state = carry
-            updates, state = opt.update(grad(k), state, k)
+            with jax.numpy_dtype_promotion("standard"):  # optax's Adam promotes its int32 step count
+                updates, state = opt.update(grad(k), state, k)
             k = optax.projections.projection_box(optax.apply_updates(k, updates), 1.0, k_hi)
             return (k, state), None
 
-        (k, _), _ = jax.lax.scan(body, (k, opt.init(k)), None, length=steps)
+        with jax.numpy_dtype_promotion("standard"):
+            state = opt.init(k)
+        (k, _), _ = jax.lax.scan(body, (k, state), None, length=steps)
         return k
 
     ends = jax.vmap(one_start)(k0)
@@ -68,7 +72,7 @@ def best_k(hw, deploy, target, draft, dec, k_max=16, method="optax"):
 
 def brute_force(hw, deploy, target, draft, dec, k_max=16):
     """Reference k*: evaluate every integer k = 1..k_max; 0 when none pays."""
-    ks = jnp.arange(1, k_max + 1, dtype=jnp.result_type(dec.alpha, jnp.float32))
+    ks = jnp.arange(1, k_max + 1, dtype=float_dtype(dec.alpha))
     s = jax.vmap(lambda k: step(hw, deploy, target, draft, dec.replace(k=k)).speedup)(ks)
     best = jnp.argmax(s)
     helps = s[best] > 1.0
@@ -84,7 +88,7 @@ def switch_off_batch(hw, deploy, target, draft, dec, k_max=16, batch_max=65536.0
     """Smallest batch at which even the best integer k gives S <= 1 (NaN if none up to batch_max).
 
     Same bracketing as `crossover.find`, on the envelope max_k S(B, k)."""
-    dtype = jnp.result_type(dec.alpha, jnp.float32)
+    dtype = float_dtype(dec.alpha)
     b, _, any_off, _, _ = first_crossing(lambda env: env <= 1.0,
                                    lambda x: best_speedup(hw, deploy, target, draft, dec, x, k_max),
                                    batch_max, n_grid, n_bisect, dtype)

@@ -131,7 +131,7 @@ def pass_cost(hw, deploy, model, batch, q, context):
         roof = jnp.maximum(t_math_sum, t_mem_sum) + hw.non_overlap * jnp.minimum(t_math_sum, t_mem_sum)
         compute_bound = (t_math_sum > t_mem_sum).astype(roof.dtype)
     has_model = (model.p_dense + model.p_head + model.p_expert) > 0
-    t_comm = comm_time(hw, deploy, model, batch, q) * has_model
-    fixed = hw.fixed_overhead_s * has_model
+    t_comm = jnp.where(has_model, comm_time(hw, deploy, model, batch, q), 0.0)
+    fixed = jnp.where(has_model, hw.fixed_overhead_s, 0.0)
     return PassCost(t_s=roof + t_comm + fixed, t_math_s=t_math_sum, t_mem_s=t_mem_sum,
                     t_comm_s=t_comm, flops=sum(flops), bytes=sum(nbytes), compute_bound=compute_bound)

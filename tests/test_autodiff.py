@@ -13,6 +13,11 @@ from specjax.speculative import Decode
 
 F64 = jnp.float64
 
+
+@pytest.fixture(autouse=True)
+def _strict(strict_promotion):
+    """Every kernel test runs under strict dtype promotion (the one dtype policy, `specjax.precision`)."""
+
 CASES = {
     "dense-pass": dict(target="llama-3-70b", drafter="ratio", draft_cost=0.145, alpha=0.814, k=2,
                        kv_dtype="fp8", roofline="pass"),

@@ -15,6 +15,11 @@ from specjax.status import Curve
 F64 = jnp.float64
 
 
+@pytest.fixture(autouse=True)
+def _strict(strict_promotion):
+    """Every kernel test runs under strict dtype promotion (the one dtype policy, `specjax.precision`)."""
+
+
 def built(**kw):
     base = dict(target="llama-3-70b", hardware="h200", drafter="ratio", draft_cost=0.145, k=2, alpha=0.814,
                 context=2048.0, kv_dtype="fp8", roofline="pass")

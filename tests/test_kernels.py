@@ -16,6 +16,11 @@ from specjax.speculative import Decode, Deployment, step
 F64 = jnp.float64
 
 
+@pytest.fixture(autouse=True)
+def _strict(strict_promotion):
+    """Every kernel test runs under strict dtype promotion (the one dtype policy, `specjax.precision`)."""
+
+
 def hw64(slug="h200", mode="operator", **kw):
     return hardware.load(slug).resolve("bf16", F64, mode).replace(**{k: jnp.asarray(v, F64) for k, v in kw.items()})
 
