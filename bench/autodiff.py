@@ -24,8 +24,8 @@ import numpy as np  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 
 from specjax import crossover, optimize, sensitivity  # noqa: E402
-from specjax.scenario import Scenario  # noqa: E402
-from specjax.speculative import step  # noqa: E402
+from specjax.inputs.scenario import Scenario  # noqa: E402
+from specjax.cost.speculative import step  # noqa: E402
 
 
 def timed(fn, *args, repeats=3):

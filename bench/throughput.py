@@ -31,7 +31,7 @@ import numpy_reference as npref  # noqa: E402
 import reference as ref  # noqa: E402
 
 from specjax import hardware, models  # noqa: E402
-from specjax.speculative import Decode, step  # noqa: E402
+from specjax.cost.speculative import Decode, step  # noqa: E402
 
 
 def best_of(fn, repeats=3):

@@ -5,15 +5,16 @@ A roofline cost model of speculative decoding written as pure, vmappable JAX fun
 
 __version__ = "0.1.0"
 
-from .acceptance import alpha_from_tokens as alpha_from_tokens
-from .acceptance import tokens_per_step as tokens_per_step
+from .cost.acceptance import alpha_from_tokens as alpha_from_tokens
+from .cost.acceptance import tokens_per_step as tokens_per_step
 from .errors import SpecError as SpecError
-from .roofline import expected_experts as expected_experts
-from .roofline import pass_cost as pass_cost
-from .scenario import Scenario as Scenario
-from .speculative import Result as Result
-from .speculative import step as step
-from .trees import Decode as Decode
-from .trees import Deployment as Deployment
-from .trees import Hardware as Hardware
-from .trees import Model as Model
+from .cost.roofline import expected_experts as expected_experts
+from .cost.roofline import pass_cost as pass_cost
+from .inputs.scenario import Scenario as Scenario
+from .search import crossover as crossover
+from .cost.speculative import Result as Result
+from .cost.speculative import step as step
+from .cost.trees import Decode as Decode
+from .cost.trees import Deployment as Deployment
+from .cost.trees import Hardware as Hardware
+from .cost.trees import Model as Model

@@ -12,11 +12,11 @@ import math
 import jax
 import numpy as np
 
-from . import crossover as _crossover
-from . import optimize as _optimize
-from . import sensitivity as _sensitivity
-from .speculative import step
-from .status import Curve, Point
+from .search import crossover as _crossover
+from .search import optimize as _optimize
+from .search import sensitivity as _sensitivity
+from .cost.speculative import step
+from .cost.status import Curve, Point
 
 
 def finite_or_none(x):

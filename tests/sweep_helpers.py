@@ -6,7 +6,7 @@ import sys
 
 import polars as pl
 
-from specjax import io
+from specjax.outputs import io
 
 
 def canonical(out):

@@ -7,9 +7,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from specjax import crossover, optimize, sensitivity
-from specjax.scenario import Scenario
-from specjax.speculative import Decode
+from specjax import crossover
+from specjax.search import optimize, sensitivity
+from specjax.inputs.scenario import Scenario
+from specjax.cost.speculative import Decode
 
 F64 = jnp.float64
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import reference as ref
-from specjax import calibrate, hardware, measured, validate
+from specjax.engine import calibrate, validate
+from specjax.inputs import hardware, measured
 from specjax.cli import main
 from specjax.errors import SpecError
 
@@ -18,7 +19,7 @@ HEADER = ("series,target,drafter,draft,hardware,tp,batch,k,acceptance_rate,accep
 
 
 def ref_speedup(target, hw_slug, batch, k, alpha, ctx, draft=None):
-    from specjax import models
+    from specjax.inputs import models
 
     hw = ref.as_floats(hardware.load(hw_slug).resolve("bf16", jnp.float64))
     t = ref.as_floats(models.target(models.load_architecture(target), dtype=jnp.float64))
@@ -116,7 +117,7 @@ def _synthetic_rows(true, with_times, noise, seed=0):
             rows.append(dataclasses.replace(base, line=len(rows) + 2, series=f"s{s_i}", target=tgt, drafter=drafter,
                                             draft=draft, batch=float(b), k=k, alpha=alpha, context=ctx))
     stacked = measured.stack(rows, {"h100-sxm": prof}, jnp.float64)
-    from specjax.speculative import step
+    from specjax.cost.speculative import step
 
     r = jax.vmap(step)(*stacked)
     out = []

@@ -7,10 +7,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from specjax import api, crossover, seed
-from specjax.scenario import Scenario
-from specjax.speculative import step
-from specjax.status import Curve
+from specjax import api, crossover
+from specjax.inputs import seed
+from specjax.inputs.scenario import Scenario
+from specjax.cost.speculative import step
+from specjax.cost.status import Curve
 
 F64 = jnp.float64
 

@@ -11,7 +11,9 @@ import time
 import polars as pl
 import pytest
 
-from specjax import io, spec, sweep
+from specjax.outputs import io
+from specjax.inputs import spec
+from specjax.engine import sweep
 from specjax.errors import SpecError
 from sweep_helpers import assert_same, canonical, specjax
 

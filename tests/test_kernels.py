@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import reference as ref
-from specjax import hardware, models
-from specjax.acceptance import alpha_from_tokens, tokens_per_step
-from specjax.roofline import comm_time, expected_experts, operator_costs, pass_cost
-from specjax.speculative import Decode, Deployment, step
+from specjax.inputs import hardware, models
+from specjax.cost.acceptance import alpha_from_tokens, tokens_per_step
+from specjax.cost.roofline import comm_time, expected_experts, operator_costs, pass_cost
+from specjax.cost.speculative import Decode, Deployment, step
 
 F64 = jnp.float64
 

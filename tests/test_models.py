@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from specjax import hardware, models
+from specjax.inputs import hardware, models
 from specjax.errors import SpecError
 
 # (slug, total B, active B, rel tol): official numbers (facts/, model cards). Active excludes

@@ -11,7 +11,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from specjax import io, plots, spec, sweep
+from specjax.outputs import io, plots
+from specjax.inputs import spec
+from specjax.engine import sweep
 from specjax.cli import main
 
 ROOT = pathlib.Path(__file__).parents[1]
@@ -78,7 +80,8 @@ def test_sensitivity_roofline_optimal_k_validation_from_flags(tmp_path):
     assert run(["plot", "sensitivity", "--target", "llama-3-70b", "--target", "gpt-oss-120b", *flags,
                 "--out", str(tmp_path / "sens")]) == 0
     check_files(tmp_path / "sens")
-    from specjax import api, seed
+    from specjax import api
+    from specjax.inputs import seed
 
     res = {s: api.sensitivity(sc)["elasticities"] for s, sc in seed.scenarios().items()}
     _, data = plots.sensitivity_figure(res)
@@ -87,11 +90,11 @@ def test_sensitivity_roofline_optimal_k_validation_from_flags(tmp_path):
     assert run(["plot", "roofline", "--target", "gpt-oss-120b", *flags, "--batch", "1", "--batch", "512",
                 "--out", str(tmp_path / "roof")]) == 0
     check_files(tmp_path / "roof")
-    from specjax.scenario import Scenario
+    from specjax.inputs.scenario import Scenario
 
     sc = Scenario(target="gpt-oss-120b", hardware="h200", draft_cost=0.145, alpha=0.8, kv_dtype="fp8")
     hw, dep, tgt, _, _ = sc.build()
-    from specjax import curves
+    from specjax.outputs import curves
 
     _, roof = plots.roofline_figure(curves.roofline_points(hw, dep, tgt, [1, 512], 2.0, 2048.0), 1e15, 4.8e12,
                                     [1, 512], 2.0)
@@ -146,11 +149,13 @@ def test_report_opens_in_headless_chromium(tmp_path):
 
 
 def test_optimal_k_and_validation_data_match_their_sources(tmp_path):
-    from specjax import api, measured, validate
-    from specjax.scenario import Scenario
+    from specjax import api
+    from specjax.inputs import measured
+    from specjax.engine import validate
+    from specjax.inputs.scenario import Scenario
 
     sc = Scenario(target="llama-3.1-8b", hardware="h100-sxm", drafter="eagle", draft="eagle3-llama-3.1-8b", alpha=0.7)
-    from specjax import curves
+    from specjax.outputs import curves
 
     grid = curves.optimal_k_grid(sc, [0.6, 0.9], [1.0, 64.0, 512.0])
     fig, data = plots.optimal_k_figure(grid)

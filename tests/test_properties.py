@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specjax import hardware, models
-from specjax.roofline import pass_cost
-from specjax.speculative import Decode, Deployment, step
+from specjax.inputs import hardware, models
+from specjax.cost.roofline import pass_cost
+from specjax.cost.speculative import Decode, Deployment, step
 
 F64 = jnp.float64
 TARGETS = ["llama-3.1-8b", "llama-3-70b", "gpt-oss-120b", "gpt-oss-20b", "deepseek-v3", "mixtral-8x7b",
@@ -182,7 +182,9 @@ def test_single_expert_and_extreme_hardware():
 
 
 def test_sweep_output_has_no_nan_for_valid_points(tmp_path):
-    from specjax import io, spec, sweep
+    from specjax.outputs import io
+    from specjax.inputs import spec
+    from specjax.engine import sweep
 
     text = """
 hardware = ["h200", "rtx-3090"]

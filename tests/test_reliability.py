@@ -10,7 +10,7 @@ import json
 import pytest
 
 from specjax.cli import main
-from specjax.models import PRESET_DIR
+from specjax.inputs.models import PRESET_DIR
 
 POINT = ["point", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--batch", "8", "--draft-cost", "0.1",
          "--alpha", "0.7"]

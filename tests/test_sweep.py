@@ -13,9 +13,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from specjax import api, io, spec, sweep
+from specjax import api
+from specjax.outputs import io
+from specjax.inputs import spec
+from specjax.engine import sweep
 from specjax.errors import SpecError
-from specjax.scenario import Scenario
+from specjax.inputs.scenario import Scenario
 from sweep_helpers import assert_same, canonical, specjax
 
 DATA = pathlib.Path(__file__).parent / "data"
@@ -107,7 +110,7 @@ def test_max_speedup_and_best_k_reductions(tmp_path):
 def test_no_recompilation_after_first_chunk(tmp_path):
     s = spec.load(DATA / "tiny.toml")
     sweep.run(s, tmp_path / "first")
-    from specjax import sweep_kernel
+    from specjax.engine import sweep_kernel
 
     kern = sweep_kernel.chunk_kernel(7, 1, sweep_kernel.config(s))
     before = kern._cache_size()

@@ -9,10 +9,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import __version__, drafters
+from .. import __version__
+from ..inputs import drafters
 from ..errors import SpecError
-from ..scenario import Scenario
-from ..trees import MODES
+from ..inputs.scenario import Scenario
+from ..cost.trees import MODES
 
 
 def choices(name, values):

@@ -7,11 +7,10 @@ from typing import Annotated, Optional
 import typer
 
 from .. import api
-from .. import hardware as _hw
+from ..inputs import hardware as _hw
 from ..errors import SpecError
-from ..scenario import Scenario
-from .app import (Context, Draft, DraftCost, Drafter, DrafterChoice, Json, K, KvDtype, Roof, RooflineChoice, Tp,
-                  app, choices, print_json, table, value)
+from ..inputs.scenario import Scenario
+from .app import Context, Draft, DraftCost, Drafter, DrafterChoice, Json, K, KvDtype, Roof, RooflineChoice, Tp, app, choices, print_json, table, value
 
 
 def _load_profiles(paths):
@@ -25,7 +24,7 @@ def _load_profiles(paths):
 
 
 def _writetable(df, path):
-    from .. import io
+    from ..outputs import io
 
     p = pathlib.Path(path)
     if p.suffix not in (".csv", ".parquet"):
@@ -48,8 +47,8 @@ def validate(csv: Csv,
              out: Annotated[Optional[str], typer.Option(help="Write the per-row table (.csv or .parquet).")] = None,
              as_json: Json = False):
     """Predict every measured speedup and report the errors."""
-    from .. import measured
-    from .. import validate as _validate
+    from ..inputs import measured
+    from ..engine import validate as _validate
 
     roofline = value(roofline)
     rows = measured.load(csv)
@@ -80,9 +79,10 @@ def calibrate(csv: Csv,
               steps: Annotated[int, typer.Option(help="optax steps.", min=10, max=100000)] = 1500,
               roofline: Roof = RooflineChoice.operator, as_json: Json = False):
     """Fit efficiencies, fixed overhead (and expert locality, overlap) to measurements; write a profile."""
-    from .. import calibrate as _cal
-    from .. import io, measured
-    from .. import validate as _validate
+    from ..engine import calibrate as _cal
+    from ..outputs import io
+    from ..inputs import measured
+    from ..engine import validate as _validate
 
     roofline = value(roofline)
     if not 0 <= holdout_fraction < 1:
@@ -150,7 +150,7 @@ def plot(kind: Annotated[PlotKind, typer.Argument(help="What to draw.")],
     """Draw a figure (PNG and SVG) from a sweep directory or from model flags."""
     import numpy as np
 
-    from .. import curves, plots
+    from ..outputs import curves, plots
 
     kind, drafter, roofline = value(kind), value(drafter), value(roofline)
     alphas = alpha or [0.814]
@@ -200,8 +200,8 @@ def plot(kind: Annotated[PlotKind, typer.Argument(help="What to draw.")],
         grid = curves.optimal_k_grid(sc, alpha or [0.5, 0.6, 0.7, 0.8, 0.9], np.geomspace(1, 4096, 49))
         fig, data = plots.optimal_k_figure(grid, title=f"Best draft length k*: {label}")
     else:  # validation
-        from .. import measured
-        from .. import validate as _validate
+        from ..inputs import measured
+        from ..engine import validate as _validate
 
         if not source:
             raise SpecError("plot validation needs --from FILE.csv (measurements)")

@@ -5,7 +5,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import api, catalogue
+from .. import api
+from ..cost import catalogue
 from .app import BatchMax, Json, MethodChoice, app, emit, model_command, print_json, scenario, value
 
 
@@ -64,8 +65,8 @@ def optimize(model,
 @app.command()
 def presets(as_json: Json = False):
     """List model and hardware presets with their key numbers."""
-    from .. import hardware as _hw
-    from .. import models as _models
+    from ..inputs import hardware as _hw
+    from ..inputs import models as _models
 
     rows = {"models": [], "hardware": []}
     for slug in _models.preset_slugs():
@@ -96,7 +97,7 @@ def presets(as_json: Json = False):
 @app.command()
 def seed(as_json: Json = False):
     """The headline scenario: Llama-3-70B vs gpt-oss-120b on an H200, speedup vs batch and crossovers."""
-    from .. import seed as _seed
+    from ..inputs import seed as _seed
 
     out = {}
     for slug, sc in _seed.scenarios().items():

@@ -37,9 +37,9 @@ def sweep(spec_file: Annotated[str, typer.Argument(metavar="SPEC", help="Sweep s
             raise SpecError("num_processes > 1 needs --coordinator host:port")
         jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
                                    process_id=process_id)
-    from .. import spec as _spec
-    from .. import summary as _summary
-    from .. import sweep as _sweep
+    from ..inputs import spec as _spec
+    from ..outputs import summary as _summary
+    from ..engine import sweep as _sweep
 
     sp = _spec.load(spec_file)
     if dry_run:
@@ -88,9 +88,9 @@ def report(spec_file: Annotated[str, typer.Argument(metavar="SPEC", help="Sweep 
     """Run a sweep and write a self-contained HTML report with figures, key numbers and assumptions."""
     import pathlib
 
-    from .. import report as _report
-    from .. import spec as _spec
-    from .. import sweep as _sweep
+    from ..outputs import report as _report
+    from ..inputs import spec as _spec
+    from ..engine import sweep as _sweep
 
     sp = _spec.load(spec_file)
     data_dir = pathlib.Path(out) / "data"

@@ -15,9 +15,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from . import catalogue, grid
-from . import optimize as _optimize
-from . import reductions as _reductions
+from ..cost import catalogue
+from . import grid
+from ..search import optimize as _optimize
+from ..search import reductions as _reductions
 
 
 class KernelConfig(NamedTuple):

@@ -13,9 +13,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ._search import first_crossing
-from .precision import float_dtype
-from .speculative import step
+from ..cost._search import first_crossing
+from ..cost.precision import float_dtype
+from ..cost.speculative import step
 
 
 class Optimum(NamedTuple):

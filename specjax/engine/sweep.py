@@ -13,10 +13,10 @@ import time
 import jax
 import jax.numpy as jnp
 
-from . import frames, io
+from ..outputs import frames, io
 from . import plan as _plan
 from . import sweep_kernel
-from .errors import SpecError
+from ..errors import SpecError
 
 BASE_RSS = 450e6  # resident size of a process with jax, polars and specjax imported (measured, bench/)
 

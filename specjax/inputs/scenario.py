@@ -11,13 +11,14 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from . import catalogue, drafters
+from ..cost import catalogue
+from . import drafters
 from . import hardware as _hw
 from . import models as _models
-from .acceptance import alpha_from_tokens
+from ..cost.acceptance import alpha_from_tokens
 from .dtypes import COMPUTE_DTYPES
-from .errors import SpecError, field_error
-from .trees import MODES, Decode, Deployment
+from ..errors import SpecError, field_error
+from ..cost.trees import MODES, Decode, Deployment
 
 K_MAX = int(catalogue.INPUTS["k"].hi)
 

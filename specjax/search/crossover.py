@@ -12,10 +12,10 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from ._search import first_crossing
-from .precision import float_dtype
-from .speculative import step
-from .status import Curve
+from ..cost._search import first_crossing
+from ..cost.precision import float_dtype
+from ..cost.speculative import step
+from ..cost.status import Curve
 
 
 class Crossover(NamedTuple):

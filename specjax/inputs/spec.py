@@ -16,10 +16,11 @@ import tomllib
 
 import numpy as np
 
-from . import catalogue, drafters
-from . import reductions as _reductions
+from ..cost import catalogue
+from . import drafters
+from ..search import reductions as _reductions
 from .dtypes import canonical
-from .errors import SpecError, field_error, read_text, unknown_name
+from ..errors import SpecError, field_error, read_text, unknown_name
 from .scenario import Scenario
 TOP_KEYS = {"name", "description", "roofline", "compute_dtype", "chunk_size", "experts_hold", "hardware", "pairs",
             "fixed", "axes", "reduce", "sensitivity", "optimize"}

@@ -19,9 +19,9 @@ import jax.numpy as jnp
 from . import crossover as _crossover
 from . import optimize as _optimize
 from . import sensitivity as _sensitivity
-from .errors import SpecError, field_error
-from .speculative import step
-from .status import Curve, Point
+from ..errors import SpecError, field_error
+from ..cost.speculative import step
+from ..cost.status import Curve, Point
 
 STEP_OUTPUTS = ("speedup", "tokens_per_step", "t_target_s", "t_draft_s", "t_verify_s", "t_sd_step_s",
                 "throughput_base_tok_s", "throughput_sd_tok_s", "max_batch_base", "max_batch_sd",

@@ -18,7 +18,7 @@ from importlib import metadata as _md
 
 import polars as pl
 
-from .errors import SpecError
+from ..errors import SpecError
 
 LOCK = ".specjax.lock"
 

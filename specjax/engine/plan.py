@@ -6,7 +6,7 @@ import math
 
 import jax
 
-from .errors import SpecError
+from ..errors import SpecError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,7 @@ import dataclasses
 from typing import Callable
 
 from . import models as _models
-from .errors import field_error
+from ..errors import field_error
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,10 +15,10 @@ derivatives; finite differences there disagree by design. Non-crossing points gi
 import jax
 import jax.numpy as jnp
 
-from . import catalogue
+from ..cost import catalogue
 from . import crossover as _crossover
-from .speculative import step
-from .status import Curve
+from ..cost.speculative import step
+from ..cost.status import Curve
 
 # name -> (pytree, leaf names); a single leaf is a plain input, several are one uniform scaling.
 INPUTS = {n: (i.tree, i.leaves) for n, i in catalogue.SENSITIVITY.items()}

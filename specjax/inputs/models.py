@@ -13,12 +13,12 @@ import jax.numpy as jnp
 
 from . import config as _config
 from .dtypes import canonical, nbytes
-from .errors import unknown_name
-from .trees import Model
+from ..errors import unknown_name
+from ..cost.trees import Model
 
 __all__ = ["Model", "target", "eagle_head", "mtp_head", "load_architecture", "preset_slugs", "preset_info"]
 
-PRESET_DIR = pathlib.Path(__file__).parent / "presets" / "models"
+PRESET_DIR = pathlib.Path(__file__).parents[1] / "presets" / "models"
 
 
 def _dtypes(arch, weight_dtype, expert_dtype, kv_dtype):

@@ -5,7 +5,7 @@ four-bit values with one 8-bit scale (4.5 bits). Compute dtypes name the hardwar
 used for FLOP/s (`[flops_per_s]` keys of a hardware file).
 """
 
-from .errors import field_error
+from ..errors import field_error
 
 BYTES_PER_ELEMENT = {
     "fp32": 4.0,

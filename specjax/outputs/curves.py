@@ -12,10 +12,10 @@ import jax.numpy as jnp
 import numpy as np
 import polars as pl
 
-from .optimize import search
-from .roofline import OPERATORS, operator_times
-from .speculative import step
-from .status import Point
+from ..search.optimize import search
+from ..cost.roofline import OPERATORS, operator_times
+from ..cost.speculative import step
+from ..cost.status import Point
 
 
 def speedup_grid(scenarios, batches):

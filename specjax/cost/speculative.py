@@ -58,7 +58,7 @@ def step(hw, deploy, target, draft, dec):
       `Result`. speedup = tau * T_target(B,1) / (k T_draft(B,1) + T_target(B,k+1)).
 
     Examples:
-      >>> from specjax import hardware, models
+      >>> from specjax.inputs import hardware, models
       >>> hw = hardware.load("h200").resolve("bf16").replace(roofline="pass")
       >>> tgt = models.target(models.load_architecture("llama-3-70b"), kv_dtype="fp8")
       >>> dec = Decode(batch=1.0, k=2.0, alpha=0.814, context=2048.0, draft_cost_ratio=0.145)

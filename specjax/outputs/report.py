@@ -14,8 +14,10 @@ import pathlib
 
 import polars as pl
 
-from . import hardware as _hw
-from . import catalogue, io, models, plots, summary
+from ..inputs import hardware as _hw
+from ..cost import catalogue
+from . import io, plots, summary
+from ..inputs import models
 
 CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;font-size:13px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}

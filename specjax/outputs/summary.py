@@ -9,8 +9,9 @@ import pathlib
 
 import polars as pl
 
-from . import catalogue, io
-from . import reductions as _reductions
+from ..cost import catalogue
+from . import io
+from ..search import reductions as _reductions
 
 
 def _reduction(out, cols):

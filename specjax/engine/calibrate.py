@@ -22,11 +22,12 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from . import catalogue
-from . import hardware as _hw
-from . import measured, validate
-from .errors import SpecError
-from .speculative import step
+from ..cost import catalogue
+from ..inputs import hardware as _hw
+from ..inputs import measured
+from . import validate
+from ..errors import SpecError
+from ..cost.speculative import step
 
 BOUNDS = {n: i.fit for n, i in catalogue.FIT.items()}  # physical bounds of each calibrated parameter
 FIELDS = tuple(BOUNDS)

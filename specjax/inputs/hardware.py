@@ -13,14 +13,14 @@ import tomllib
 
 import jax.numpy as jnp
 
-from . import catalogue
+from ..cost import catalogue
 from .dtypes import COMPUTE_DTYPES
-from .errors import SpecError, field_error, read_text, unknown_name
-from .trees import Hardware
+from ..errors import SpecError, field_error, read_text, unknown_name
+from ..cost.trees import Hardware
 
 __all__ = ["Hardware", "HardwareProfile", "load", "preset_slugs", "profile_from_dict", "RATES"]
 
-PRESET_DIR = pathlib.Path(__file__).parent / "presets" / "hardware"
+PRESET_DIR = pathlib.Path(__file__).parents[1] / "presets" / "hardware"
 DEFAULT_LINK_LATENCY_S = 5e-6  # per all-reduce when a file gives none (not in the hardware sources)
 
 

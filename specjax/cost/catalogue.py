@@ -13,7 +13,7 @@ import dataclasses
 import math
 import re
 
-from .errors import field_error
+from ..errors import field_error
 
 TREES = ("hw", "deploy", "target", "draft", "op")
 

@@ -11,7 +11,7 @@ import json
 import math
 import pathlib
 
-from .errors import SpecError, field_error, read_text
+from ..errors import SpecError, field_error, read_text
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,11 +13,11 @@ import jax.numpy as jnp
 import numpy as np
 import polars as pl
 
-from . import measured
-from .acceptance import alpha_from_tokens
-from ._search import bisect
-from .speculative import step
-from .status import Point
+from ..inputs import measured
+from ..cost.acceptance import alpha_from_tokens
+from ..cost._search import bisect
+from ..cost.speculative import step
+from ..cost.status import Point
 
 
 @jax.jit

@@ -21,9 +21,9 @@ from . import drafters
 from . import hardware as _hw
 from . import models as _models
 from .dtypes import BYTES_PER_ELEMENT, canonical
-from .errors import SpecError, read_text
+from ..errors import SpecError, read_text
 from .scenario import Scenario
-from .trees import Decode
+from ..cost.trees import Decode
 
 COLUMNS = ("series", "target", "drafter", "draft", "hardware", "tp", "batch", "k", "acceptance_rate",
            "accepted_length", "context", "weight_dtype", "measured_speedup", "metric", "approximate", "source_url")

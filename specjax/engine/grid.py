@@ -8,8 +8,8 @@ values into the pytrees, where the input catalogue says each one lives.
 
 import jax.numpy as jnp
 
-from . import catalogue
-from .acceptance import alpha_from_tokens
+from ..cost import catalogue
+from ..cost.acceptance import alpha_from_tokens
 
 
 def unravel(flat, sizes):
