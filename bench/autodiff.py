@@ -23,7 +23,8 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 
-from specjax import crossover, optimize, sensitivity  # noqa: E402
+from specjax import crossover  # noqa: E402
+from specjax.search import optimize, sensitivity  # noqa: E402
 from specjax.inputs.scenario import Scenario  # noqa: E402
 from specjax.cost.speculative import step  # noqa: E402
 
@@ -47,7 +48,7 @@ def main():
     sharding = NamedSharding(Mesh(np.array(devices), ("points",)), PartitionSpec("points"))
     sc = Scenario(target="gpt-oss-120b", hardware="h200", drafter="eagle", draft="eagle3-gpt-oss-120b", alpha=0.7,
                   k=3, kv_dtype="fp8")
-    hw, tgt, draft, dec = sc.build()
+    hw, dep, tgt, draft, dec = sc.build()
     rng = np.random.default_rng(0)
     grid = dec.replace(**{f: jnp.full(n, getattr(dec, f)) for f in dec.field_names})
     grid = grid.replace(alpha=jnp.asarray(rng.uniform(0.4, 0.95, n), jnp.float32),
@@ -59,11 +60,11 @@ def main():
     def vm(f):
         return jax.jit(jax.vmap(f), out_shardings=sharding)
 
-    forward = vm(lambda d: step(hw, tgt, draft, d, "operator").speedup)
-    find = vm(lambda d: crossover.find(hw, tgt, draft, d, "operator").crossover_batch)
-    sens = vm(lambda d: sensitivity.crossover_sensitivity(hw, tgt, draft, d, "operator")[2]["alpha"])
-    ksearch = vm(lambda d: optimize.search(hw, tgt, draft, d, "operator", 16).k_star)
-    brute = vm(lambda d: optimize.brute_force(hw, tgt, draft, d, "operator", 16)[0])
+    forward = vm(lambda d: step(hw, dep, tgt, draft, d).speedup)
+    find = vm(lambda d: crossover.find(hw, dep, tgt, draft, d).crossover_batch)
+    sens = vm(lambda d: sensitivity.crossover_sensitivity(hw, dep, tgt, draft, d)[2]["alpha"])
+    ksearch = vm(lambda d: optimize.search(hw, dep, tgt, draft, d, 16).k_star)
+    brute = vm(lambda d: optimize.brute_force(hw, dep, tgt, draft, d, 16)[0])
 
     t = {name: timed(f, grid) for name, f in
          [("forward", forward), ("crossover", find), ("sensitivity", sens), ("k_search", ksearch),

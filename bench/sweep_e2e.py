@@ -29,7 +29,9 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import polars as pl  # noqa: E402
 
-from specjax import io, spec, sweep  # noqa: E402
+from specjax.engine import plan, sweep, sweep_kernel  # noqa: E402
+from specjax.inputs import spec  # noqa: E402
+from specjax.outputs import io  # noqa: E402
 
 
 def main():
@@ -45,12 +47,12 @@ def main():
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
     # bare kernel on one chunk (compiled already), for the overhead ratio
-    p = sweep.plan(s)
-    values, hw, tgt, draft, dec = sweep._inputs(s, 0)
-    kern = sweep._kernel(p.chunk, p.n_devices, sweep.spec_static(s))
+    p = plan.plan(s)
+    inputs = sweep.inputs(s, 0)
+    kern = sweep_kernel.chunk_kernel(p.chunk, p.n_devices, sweep_kernel.config(s))
     idx = sweep._index_dtype()
     run = lambda: jax.block_until_ready(kern(jnp.asarray(0, idx), jnp.asarray(p.rows_per_combo, idx),  # noqa: E731
-                                             values, hw, tgt, draft, dec))
+                                             *inputs))
     run()
     t1 = time.perf_counter()
     for _ in range(3):

@@ -30,8 +30,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 import numpy_reference as npref  # noqa: E402
 import reference as ref  # noqa: E402
 
-from specjax import hardware, models  # noqa: E402
-from specjax.cost.speculative import Decode, step  # noqa: E402
+from specjax.inputs import hardware, models  # noqa: E402
+from specjax.cost.speculative import Decode, Deployment, step  # noqa: E402
 
 
 def best_of(fn, repeats=3):
@@ -67,12 +67,13 @@ def main():
     hw = hardware.load("h200").resolve("bf16")
     tgt = models.target(models.load_architecture("gpt-oss-120b"), kv_dtype="fp8")
     draft = models.target(models.load_architecture("gpt-oss-20b"), kv_dtype="fp8")
+    one_gpu = Deployment.single()
 
     devices = jax.local_devices()
     n -= n % len(devices)
     batch, k, alpha, ctx = (x[:n] for x in (batch, k, alpha, ctx))
     sharding = NamedSharding(Mesh(np.array(devices), ("points",)), PartitionSpec("points"))
-    kernel = jax.jit(jax.vmap(lambda b, kk, a, c: step(hw, tgt, draft, Decode(b, kk, a, c), "operator").speedup),
+    kernel = jax.jit(jax.vmap(lambda b, kk, a, c: step(hw, one_gpu, tgt, draft, Decode(b, kk, a, c)).speedup),
                      out_shardings=sharding)
     args_dev = [jax.device_put(jnp.asarray(x), sharding) for x in (batch, k, alpha, ctx)]
     s_jax = np.asarray(kernel(*args_dev))  # compile + first run
@@ -96,7 +97,7 @@ def main():
     assert err_py < 1e-12, f"NumPy vs scalar Python disagree: {err_py}"
 
     # cost of the whole grid as one unsharded program (a sharded program reports one shard)
-    plain = jax.jit(jax.vmap(lambda b, kk, a, c: step(hw, tgt, draft, Decode(b, kk, a, c), "operator").speedup))
+    plain = jax.jit(jax.vmap(lambda b, kk, a, c: step(hw, one_gpu, tgt, draft, Decode(b, kk, a, c)).speedup))
     cost = plain.lower(*(jnp.asarray(x) for x in (batch, k, alpha, ctx))).compile().cost_analysis()
     flops = float(cost.get("flops", 0.0)) if isinstance(cost, dict) else float(cost[0].get("flops", 0.0))
     peak = matmul_peak()

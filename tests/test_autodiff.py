@@ -1,6 +1,5 @@
 """Crossover sensitivities vs central finite differences; optax k* vs brute force."""
 
-import functools
 
 import jax
 import jax.numpy as jnp

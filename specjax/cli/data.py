@@ -10,7 +10,8 @@ from .. import api
 from ..inputs import hardware as _hw
 from ..errors import SpecError
 from ..inputs.scenario import Scenario
-from .app import Context, Draft, DraftCost, Drafter, DrafterChoice, Json, K, KvDtype, Roof, RooflineChoice, Tp, app, choices, print_json, table, value
+from .app import (Context, Draft, DraftCost, Drafter, DrafterChoice, Json, K, KvDtype, Roof, RooflineChoice, Tp,
+                  app, choices, print_json, table, value)
 
 
 def _load_profiles(paths):
@@ -139,7 +140,8 @@ def plot(kind: Annotated[PlotKind, typer.Argument(help="What to draw.")],
          target: Annotated[Optional[list[str]], typer.Option(help="Target(s) when plotting from model flags.")] = None,
          hardware: Annotated[Optional[list[str]], typer.Option("--hardware", help="Hardware preset(s)/file(s).")
                              ] = None,
-         drafter: Drafter = DrafterChoice.ratio, draft: Draft = None, draft_cost: DraftCost = None, tp: Tp = 1, k: K = 2,
+         drafter: Drafter = DrafterChoice.ratio, draft: Draft = None, draft_cost: DraftCost = None, tp: Tp = 1,
+         k: K = 2,
          alpha: Annotated[Optional[list[float]], typer.Option(help="Acceptance rate(s).")] = None,
          context: Context = 2048.0, kv_dtype: KvDtype = None, roofline: Roof = RooflineChoice.operator,
          batch: Annotated[Optional[list[float]], typer.Option(help="Batches (roofline; default grids otherwise).")

@@ -48,7 +48,6 @@ class Architecture:
     mtp_layers: int = 0
     eagle_version: int = 0
     draft_vocab: int = 0
-    attn_input_mult: int = 1     # EAGLE-3 attention reads 2*d wide inputs
     source: str = ""
 
     def ffn_params(self, width):
@@ -175,7 +174,7 @@ def from_dict(cfg, name="model", source="config.json"):
     kv_lora = _get(cfg, "kv_lora_rank", source, required=False)
     archs = " ".join(cfg.get("architectures") or [])
     eagle = 3 if ("Eagle3" in archs or cfg.get("draft_vocab_size")) else (1 if "Eagle" in archs else 0)
-    in_mult = 2 if eagle == 3 else 1
+    in_mult = 2 if eagle == 3 else 1  # EAGLE-3 attention reads 2*d wide inputs (its q, k, v projections)
     if kv_lora:  # MLA, absorbed form
         rope = _get(cfg, "qk_rope_head_dim", source)
         nope = _get(cfg, "qk_nope_head_dim", source)
@@ -219,7 +218,7 @@ def from_dict(cfg, name="model", source="config.json"):
         tied=bool(cfg.get("tie_word_embeddings", False)), p_extra_read=extra,
         weight_dtype=w_dt, expert_dtype=e_dt, head_dtype=h_dt,
         mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0), eagle_version=eagle,
-        draft_vocab=int(cfg.get("draft_vocab_size") or 0), attn_input_mult=in_mult, source=source)
+        draft_vocab=int(cfg.get("draft_vocab_size") or 0), source=source)
 
 
 def load_json(path):

@@ -66,12 +66,17 @@ def _has_mtp(target):
         raise field_error("drafter", "mtp", f"a target with MTP layers ({target.name} has none)", target.source)
 
 
+def _no_expert_dtype(dts):
+    """A separate draft model and an EAGLE head take the weight dtype for all their weights."""
+    return {k: v for k, v in dts.items() if k != "expert_dtype"}
+
+
 def _eagle(target, head, dts):
-    return _models.eagle_head(head, target, **{k: v for k, v in dts.items() if k != "expert_dtype"})
+    return _models.eagle_head(head, target, **_no_expert_dtype(dts))
 
 
 register(DrafterKind("model", "a separate draft model (--draft: its config.json or slug)",
-                     lambda target, draft, dts: _models.target(draft, **{k: v for k, v in dts.items() if k != "expert_dtype"}), needs_draft=True))
+                     lambda target, draft, dts: _models.target(draft, **_no_expert_dtype(dts)), needs_draft=True))
 register(DrafterKind("eagle", "an EAGLE-1 / EAGLE-3 head on the target's hidden states (--draft: the head)",
                      _eagle, needs_draft=True))
 register(DrafterKind("mtp", "the target's own MTP layer, reused autoregressively",
