@@ -23,11 +23,11 @@ def distinct_experts(n, e, r):
     return e * (1.0 - (1.0 - r / e) ** n)
 
 
-def t_pass(m, hw, batch, q, ctx, tp=1.0, mode="operator"):
+def t_pass(m, hw, batch, q, ctx, tp=1.0, mode="operator", locality=0.0):
     n = batch * q
     kv = m["kv_elems_per_tok"] * m["b_kv"]
     l_win = min(ctx, m["window"])
-    n_route = q * (1.0 + (1.0 - hw.get("expert_locality", 0.0)) * (batch - 1.0))
+    n_route = q * (1.0 + (1.0 - locality) * (batch - 1.0))
     ops = [  # (flops, bytes)
         (2 * n * m["p_dense"], m["p_dense"] * m["b_dense"]),
         (2 * n * m["p_head"], m["p_head"] * m["b_head"]),
@@ -38,23 +38,30 @@ def t_pass(m, hw, batch, q, ctx, tp=1.0, mode="operator"):
         ops.append((layers * m["attn_flops_per_ctx"] * n * l_eff, layers * (batch * kv * l_eff + n * kv)))
     f_rate = hw["flops_per_s"] * hw["flops_efficiency"]
     w_rate = hw["hbm_bytes_per_s"] * hw["hbm_efficiency"]
+    sigma = hw.get("non_overlap", 0.0)
     if mode == "operator":
-        roof = sum(max(f / tp / f_rate, w / tp / w_rate) for f, w in ops)
+        roof = sum(max(f / tp / f_rate, w / tp / w_rate) + sigma * min(f / tp / f_rate, w / tp / w_rate)
+                   for f, w in ops)
     else:
-        roof = max(sum(f for f, _ in ops) / tp / f_rate, sum(w for _, w in ops) / tp / w_rate)
+        tm, tw = sum(f for f, _ in ops) / tp / f_rate, sum(w for _, w in ops) / tp / w_rate
+        roof = max(tm, tw) + sigma * min(tm, tw)
     if m["p_dense"] + m["p_head"] + m["p_expert"] == 0:
         return 0.0
     comm = 0.0
     if tp > 1:
         payload = n * m["d_model"] * 2.0
         comm = 2 * m["n_layers"] * (2 * (tp - 1) / tp * payload / hw["link_bytes_per_s"] + hw["link_latency_s"])
-    return roof + comm + hw["fixed_overhead_s"]
+    overhead = hw["fixed_overhead_s"] + m["n_layers"] * hw.get("layer_overhead_s", 0.0)  # MODEL.md 1.2
+    return roof + comm + overhead
 
 
-def speedup(hw, tgt, draft, batch, k, alpha, ctx, tp=1.0, c=0.0, mode="operator"):
-    base = t_pass(tgt, hw, batch, 1, ctx, tp, mode)
-    t_draft = t_pass(draft, hw, batch, 1, ctx, tp, mode) + c * base
-    t_sd = k * t_draft + t_pass(tgt, hw, batch, k + 1, ctx, tp, mode)
+def speedup(hw, tgt, draft, batch, k, alpha, ctx, tp=1.0, c=0.0, mode="operator", locality=0.0):
+    base = t_pass(tgt, hw, batch, 1, ctx, tp, mode, locality)
+    has_draft = draft["p_dense"] + draft["p_head"] + draft["p_expert"] > 0
+    t_draft = t_pass(draft, hw, batch, 1, ctx, tp, mode, locality) + c * base \
+        + (hw.get("draft_overhead_s", 0.0) if has_draft else 0.0)
+    t_sd = k * t_draft + t_pass(tgt, hw, batch, k + 1, ctx, tp, mode, locality) \
+        + (hw.get("step_overhead_s", 0.0) if k > 0 else 0.0)
     return tau(alpha, k) * base / t_sd
 
 

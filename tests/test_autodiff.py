@@ -99,7 +99,7 @@ def _random_grid(n, seed=0):
     f = lambda lo, hi, log=False: jnp.asarray(  # noqa: E731
         np.exp(rng.uniform(np.log(lo), np.log(hi), n)) if log else rng.uniform(lo, hi, n), F64)
     dec = Decode(batch=f(1, 4096, True), k=jnp.ones(n, F64), alpha=f(0.0, 1.0), context=f(0, 32768),
-                 draft_cost_ratio=f(0.0, 0.3))
+                 draft_cost_ratio=f(0.0, 0.3), expert_locality=jnp.zeros(n, F64))
     return dec, f(0.5, 4.0, True)
 
 

@@ -9,7 +9,7 @@ import pytest
 from specjax.cli import main
 
 POINT = ["point", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--batch", "16", "--drafter", "eagle",
-         "--draft", "eagle3-llama-3.1-8b", "--k", "3", "--alpha", "0.7"]
+         "--draft", "eagle3-llama-3.1-8b", "--k", "3", "--alpha", "0.7", "--engine", "roofline"]
 
 
 def run(capsys, args):
@@ -44,7 +44,7 @@ def test_point_accepted_length_and_table(capsys):
 def test_crossover_json(capsys):
     code, out, _ = run(capsys, ["crossover", "--target", "gpt-oss-120b", "--hardware", "h200", "--draft-cost",
                                 "0.145", "--k", "2", "--alpha", "0.814", "--kv-dtype", "fp8", "--roofline", "pass",
-                                "--json"])
+                                "--engine", "roofline", "--json"])
     c = json.loads(out)
     assert code == 0 and c["status"] == "crosses" and c["beyond_memory"] is True
     assert set(c) >= {"crossover_batch", "crossover_batch_int", "status", "speedup_at_batch_1", "max_batch_sd",
@@ -110,7 +110,7 @@ def test_python_dash_m():
 
 def test_sensitivity_and_optimize_json(capsys):
     flags = ["--target", "gpt-oss-120b", "--hardware", "h200", "--draft-cost", "0.145", "--k", "2", "--alpha",
-             "0.814", "--kv-dtype", "fp8", "--roofline", "pass", "--json"]
+             "0.814", "--kv-dtype", "fp8", "--roofline", "pass", "--engine", "roofline", "--json"]
     code, out, _ = run(capsys, ["sensitivity", *flags])
     r = json.loads(out)
     assert code == 0 and r["crossover_batch"] == pytest.approx(1974, rel=0.01)
@@ -126,3 +126,31 @@ def test_sensitivity_and_optimize_json(capsys):
     assert o["switch_off_batch"] == pytest.approx(2754, rel=0.01)
     code, out, _ = run(capsys, ["sensitivity", *flags[:-1]])
     assert code == 0 and "crossover batch B* = 1974" in out and "elasticity" in out
+
+
+def test_engine_profiles_on_the_command_line(capsys):
+    """--engine roofline is the pure model (step time = k drafts + verify); the default engine adds its
+    overheads (the step costs more than its parts); a user's engine TOML works like a preset."""
+    base = [a for a in POINT if a not in ("--engine", "roofline")] + ["--json"]
+    code, out, _ = run(capsys, base)
+    default = json.loads(out)
+    code_r, out_r, _ = run(capsys, base + ["--engine", "roofline"])
+    pure = json.loads(out_r)
+    assert code == code_r == 0
+    assert default["t_target_s"] > pure["t_target_s"] and default["t_sd_step_s"] >= pure["t_sd_step_s"]
+    code, _, err = run(capsys, base + ["--engine", "vllm-9"])
+    assert code == 2 and "unknown engine 'vllm-9'" in err
+
+
+def test_user_engine_file(capsys, tmp_path):
+    eng = tmp_path / "mine.toml"
+    eng.write_text('name = "mine"\nfixed_overhead_s = 1e-3\nstep_overhead_s = 2e-3\n')
+    args = [a for a in POINT if a not in ("--engine", "roofline")] + ["--json"]
+    _, out_r, _ = run(capsys, args + ["--engine", "roofline"])
+    code, out, _ = run(capsys, args + ["--engine", str(eng)])
+    r, pure = json.loads(out), json.loads(out_r)
+    assert code == 0 and r["t_target_s"] == pytest.approx(pure["t_target_s"] + 1e-3, rel=1e-5)
+    assert r["t_sd_step_s"] == pytest.approx(3 * r["t_draft_s"] + r["t_verify_s"] + 2e-3, rel=1e-5)
+    eng.write_text('name = "bad"\nstep_overhead_s = -1\n')
+    code, _, err = run(capsys, args + ["--engine", str(eng)])
+    assert code == 2 and "step_overhead_s=-1" in err

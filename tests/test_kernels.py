@@ -142,10 +142,12 @@ def test_pass_cost_matches_reference(slug, mode):
     for _ in range(12):
         hw = hw64(rng.choice(["h100-sxm", "h200", "mi300x", "a100-80gb", "b200"]), mode,
                   flops_efficiency=rng.uniform(0.3, 1), hbm_efficiency=rng.uniform(0.5, 1),
-                  fixed_overhead_s=rng.choice([0.0, 1e-4]), expert_locality=rng.choice([0.0, 0.3, 1.0]))
+                  fixed_overhead_s=rng.choice([0.0, 1e-4]), layer_overhead_s=rng.choice([0.0, 3e-5]),
+                  non_overlap=rng.choice([0.0, 0.4]))
+        lam = rng.choice([0.0, 0.3, 1.0])
         b, q, L, tp = rng.integers(1, 2048), rng.integers(1, 9), rng.uniform(0, 32768), rng.choice([1, 2, 8])
-        got = pass_cost(hw, dep64(tp), m, F64(b), F64(q), F64(L)).t_s
-        want = ref.t_pass(ref.as_floats(m), ref.as_floats(hw), b, q, L, tp, mode)
+        got = pass_cost(hw, dep64(tp), m, F64(b), F64(q), F64(L), F64(lam)).t_s
+        want = ref.t_pass(ref.as_floats(m), ref.as_floats(hw), b, q, L, tp, mode, lam)
         assert float(got) == pytest.approx(want, rel=1e-12)
 
 
@@ -311,12 +313,48 @@ def test_moe_with_all_experts_routed_equals_dense():
 def test_expert_locality_limits():
     """lambda = 1: all B sequences route alike, so a verify pass touches the experts of k+1 tokens."""
     m, hw = model64("gpt-oss-120b"), hw64()
-    same = hw.replace(expert_locality=F64(1.0))
-    t_local = pass_cost(same, dep64(), m, F64(64.0), F64(4.0), F64(1000.0)).t_s
+    t_local = pass_cost(hw, dep64(), m, F64(64.0), F64(4.0), F64(1000.0), F64(1.0)).t_s
     t_one = pass_cost(hw, dep64(), m, F64(1.0), F64(4.0), F64(1000.0))
     t_indep = pass_cost(hw, dep64(), m, F64(64.0), F64(4.0), F64(1000.0)).t_s
     assert float(t_local) < float(t_indep)
-    _, w_local = operator_costs(same, dep64(), m, F64(64.0), F64(4.0), F64(1000.0))
+    _, w_local = operator_costs(hw, dep64(), m, F64(64.0), F64(4.0), F64(1000.0), F64(1.0))
     _, w_one = operator_costs(hw, dep64(), m, F64(1.0), F64(4.0), F64(1000.0))
     assert float(w_local[2]) == pytest.approx(float(w_one[2]), rel=1e-12)  # same expert bytes as 1 sequence
     assert float(t_one.t_s) > 0
+
+
+# ---- engine overheads (MODEL.md 1.2) --------------------------------------------------------------
+
+def test_each_engine_overhead_by_hand():
+    """T_pass_fixed and t_layer on every pass of every model; T_draft_fixed per draft pass of a model
+    drafter; T_step_fixed once per step; none of them without their cause."""
+    tgt = model64("llama-3.1-8b")
+    head = models.eagle_head(models.load_architecture("eagle3-llama-3.1-8b"), models.load_architecture("llama-3.1-8b"),
+                             dtype=F64)
+    pure = hw64("h100-sxm")
+    over = dict(fixed_overhead_s=4e-4, layer_overhead_s=2e-5, draft_overhead_s=3e-4, step_overhead_s=6e-4)
+    hw = pure.replace(**{k: F64(v) for k, v in over.items()})
+    dec = dec64(batch=4.0, k=3.0, alpha=0.7, context=500.0)
+    r0, r = step(pure, dep64(), tgt, head, dec), step(hw, dep64(), tgt, head, dec)
+    per_pass_target = 4e-4 + 32 * 2e-5
+    per_pass_head = 4e-4 + 1 * 2e-5
+    assert float(r.t_target_s) == pytest.approx(float(r0.t_target_s) + per_pass_target, rel=1e-12)
+    assert float(r.t_verify_s) == pytest.approx(float(r0.t_verify_s) + per_pass_target, rel=1e-12)
+    assert float(r.t_draft_s) == pytest.approx(float(r0.t_draft_s) + per_pass_head + 3e-4, rel=1e-12)
+    assert float(r.t_sd_step_s) == pytest.approx(3 * float(r.t_draft_s) + float(r.t_verify_s) + 6e-4, rel=1e-12)
+    # n-gram: no draft pass, so no draft overhead; the step overhead remains
+    ng = step(hw, dep64(), tgt, models.Model.zeros(F64), dec)
+    assert float(ng.t_draft_s) == 0.0 and float(ng.t_sd_step_s) == pytest.approx(float(ng.t_verify_s) + 6e-4)
+    # k = 0 is plain decoding whatever the overheads
+    assert float(step(hw, dep64(), tgt, head, dec64(k=0.0)).speedup) == pytest.approx(1.0, rel=1e-12)
+    want = ref.speedup(ref.as_floats(hw), ref.as_floats(tgt), ref.as_floats(head), 4.0, 3.0, 0.7, 500.0)
+    assert float(r.speedup) == pytest.approx(want, rel=1e-12)
+
+
+def test_leviathan_limit_exact_with_overheads_zero():
+    m = model64("llama-3-70b").replace(kv_elems_per_tok=F64(0.0), attn_flops_per_ctx=F64(0.0))
+    hw = hw64().replace(fixed_overhead_s=F64(0.0), layer_overhead_s=F64(0.0), draft_overhead_s=F64(0.0),
+                        step_overhead_s=F64(0.0))
+    for alpha, k, c in [(0.6, 3, 0.1), (0.9, 5, 0.02)]:
+        r = step(hw, dep64(), m, models.Model.zeros(F64), dec64(alpha=alpha, k=k, draft_cost_ratio=c))
+        assert float(r.speedup) == pytest.approx(ref.tau(alpha, k) / (k * c + 1), rel=1e-12)

@@ -50,7 +50,7 @@ def build(p, dtype=F64):
                                    hbm_efficiency=jnp.asarray(p["eta_w"], dtype),
                                    fixed_overhead_s=jnp.asarray(p["fixed"], dtype), roofline=p["mode"])
     dec = Decode(*(jnp.asarray(v, dtype) for v in (p["batch"], p["k"], p["alpha"], p["context"],
-                                                  0.0 if p["draft"] else p["c"])))
+                                                  0.0 if p["draft"] else p["c"], 0.0)))
     dep = Deployment(jnp.asarray(p["tp"], dtype), jnp.asarray(0.9, dtype))
     return h, dep, model(p["target"], dtype), model(p["draft"], dtype), dec
 

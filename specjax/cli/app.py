@@ -5,12 +5,13 @@ import enum
 import functools
 import inspect
 import json
+import math
 from typing import Annotated, Optional
 
 import typer
 
 from .. import __version__
-from ..inputs import drafters
+from ..inputs import drafters, engines
 from ..errors import SpecError
 from ..inputs.scenario import Scenario
 from ..cost.trees import MODES
@@ -50,6 +51,11 @@ KvDtype = Annotated[Optional[str], typer.Option(help="KV-cache dtype (default: w
 CDtype = Annotated[str, typer.Option(help="Compute dtype whose peak FLOP/s applies.")]
 Roof = Annotated[RooflineChoice, typer.Option(help="operator (per-operator roofline) | pass (one roofline per pass).")]
 MemFrac = Annotated[float, typer.Option(help="Usable fraction of HBM.")]
+DEFAULT_ENGINE = engines.DEFAULT
+Engine = Annotated[str, typer.Option(help="Engine profile: vllm, sglang, trtllm (fitted on published data), an "
+                                          "engine TOML, or roofline (the pure model).")]
+Locality = Annotated[float, typer.Option(help="MoE expert locality of the workload: 0 = sequences route "
+                                              "independently, 1 = identically (one prompt copied B times).")]
 Json = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 IgnoreMem = Annotated[bool, typer.Option("--ignore-memory", help="Evaluate even if the weights do not fit in "
                                                                "tp x HBM (pure roofline, as many blog posts do).")]
@@ -79,8 +85,19 @@ def scenario(ignore_memory=False, **kw):
     return sc
 
 
+def finite(obj):
+    """`obj` with every NaN or infinite float replaced by None (JSON has neither), recursively."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
+
+
 def print_json(obj):
-    print(json.dumps(obj, allow_nan=False))
+    print(json.dumps(finite(obj), allow_nan=False))
 
 
 def emit(result, as_json):
@@ -105,6 +122,7 @@ _MODEL_FLAGS = [  # (name, annotation, default): the operating point, shared by 
     ("k", K, 2), ("alpha", Alpha, None), ("accepted_length", Tau, None), ("context", Context, 2048.0),
     ("weight_dtype", WDtype, None), ("expert_dtype", EDtype, None), ("kv_dtype", KvDtype, None),
     ("compute_dtype", CDtype, "bf16"), ("roofline", Roof, RooflineChoice.operator), ("memory_fraction", MemFrac, 0.9),
+    ("engine", Engine, DEFAULT_ENGINE), ("expert_locality", Locality, 0.0),
     ("ignore_memory", IgnoreMem, False)]
 BatchMax = Annotated[float, typer.Option(help="Largest batch searched.", min=2)]
 

@@ -7,21 +7,11 @@ from typing import Annotated, Optional
 import typer
 
 from .. import api
-from ..inputs import hardware as _hw
 from ..errors import SpecError
 from ..inputs.scenario import Scenario
-from .app import (Context, Draft, DraftCost, Drafter, DrafterChoice, Json, K, KvDtype, Roof, RooflineChoice, Tp,
-                  app, choices, print_json, table, value)
-
-
-def _load_profiles(paths):
-    profiles = {}
-    for path in paths or []:
-        prof = _hw.load(path)
-        if not prof.calibrated_for:
-            raise SpecError(f"hardware profile {path!r} has no calibrated_for key naming the hardware it replaces")
-        profiles[prof.calibrated_for] = prof
-    return profiles
+from .app import (DEFAULT_ENGINE, Context, Draft, DraftCost, Drafter, DrafterChoice, Engine, Json, K, KvDtype, Roof,
+                  RooflineChoice, Tp,
+                  app, choices, print_json, value)
 
 
 def _writetable(df, path):
@@ -37,95 +27,141 @@ def _writetable(df, path):
 
 
 Csv = Annotated[str, typer.Argument(metavar="FILE.csv", help="Measurements CSV (schema: data/measured/README.md).")]
+Csvs = Annotated[list[str], typer.Argument(metavar="FILE.csv...", help="Measurements CSVs (schema: "
+                                           "data/measured/README.md), read as one data set.")]
+EngineOpt = Annotated[Optional[str], typer.Option(
+    "--engine", help="Engine profile for every row: roofline (pure model), vllm, sglang, trtllm or an engine "
+                     "TOML. Default: each row's engine column (empty: vllm).")]
+
+
+def _load_rows(paths):
+    from ..inputs import measured
+
+    rows = []
+    for path in paths:
+        rows += measured.load(path)
+    return rows
+
+
+def _metric_table(summary):
+    """Overall, level and shape metrics, then the groups, as aligned text (fits 100 columns)."""
+    fmt = lambda v: "-" if v is None else f"{v:.1%}"  # noqa: E731
+    print(f"{'':<34} {'rows':>5} {'median APE':>11} {'p90 APE':>9} {'side of 1':>10}")
+    lines = [("all scored rows", summary), ("level (batch 1, acceptance given)", summary["level"]),
+             ("shape (the rest)", summary["shape"])]
+    for key, groups in summary["groups"].items():
+        lines += [(f"{key}: {name}"[:34], m) for name, m in groups.items()]
+    for label, m in lines:
+        print(f"{label:<34} {m['rows_scored']:>5} {fmt(m['median_ape']):>11} {fmt(m['p90_ape']):>9} "
+              f"{fmt(m['side_accuracy']):>10}")
+    print(f"\nrows {summary['rows']}: {summary['rows_scored']} scored, {summary['rows_anchor']} acceptance anchors, "
+          f"{summary['rows_inconsistent']} inconsistent, {summary['rows_unsupported']} unsupported")
+    for reason in summary["unsupported_reasons"]:
+        print(f"  unsupported: {reason}")
 
 
 @app.command()
-def validate(csv: Csv,
-             hardware_profile: Annotated[Optional[list[str]], typer.Option(
-                 help="Calibrated hardware TOML (repeatable); replaces the preset named by its calibrated_for.")
-             ] = None,
+def validate(csv: Csvs, engine: EngineOpt = None,
+             leave_one_source_out: Annotated[bool, typer.Option(
+                 "--leave-one-source-out", help="Score each source with engine profiles calibrated on the "
+                                                "other sources only.")] = False,
+             steps: Annotated[int, typer.Option(help="optax steps per calibration (--leave-one-source-out).",
+                                                min=10, max=100000)] = 600,
              roofline: Roof = RooflineChoice.operator,
              out: Annotated[Optional[str], typer.Option(help="Write the per-row table (.csv or .parquet).")] = None,
              as_json: Json = False):
-    """Predict every measured speedup and report the errors."""
-    from ..inputs import measured
+    """Predict every measured speedup and report the errors (MODEL.md 7)."""
+    from ..engine import calibrate as _cal
+    from ..engine import transfer
     from ..engine import validate as _validate
 
     roofline = value(roofline)
-    rows = measured.load(csv)
-    df, summary = _validate.evaluate(rows, _load_profiles(hardware_profile), roofline)
+    rows = _load_rows(csv)
+    if leave_one_source_out:
+        if engine is not None:
+            raise SpecError("--leave-one-source-out calibrates its own profiles; drop --engine")
+        try:
+            df, summary = transfer.leave_one_source_out(rows, steps, roofline,
+                                                        progress=None if as_json else _cal.print_progress)
+        except ValueError as e:
+            raise SpecError(str(e)) from None
+    else:
+        if engine is not None:
+            from ..inputs import engines
+
+            engines.load(engine)  # a clear error for an unknown name before any work
+        df, summary = _validate.evaluate(rows, engine, None, roofline)
     if out:
         _writetable(df, out)
     if not as_json:
-        import polars as pl
-
-        with pl.Config(tbl_rows=12, tbl_cols=12, tbl_width_chars=160, float_precision=3):
-            print(df.group_by("target", "drafter").agg(
-                pl.len().alias("rows"), pl.col("ape").filter(~pl.col("anchor")).median().alias("median_ape"),
-                pl.col("side_ok").filter(~pl.col("anchor")).mean().alias("side_accuracy")).sort("target", "drafter"))
-        table([(k_, v) for k_, v in summary.items()])
+        _metric_table(summary)
     print_json(summary)
 
 
 @app.command()
-def calibrate(csv: Csv,
-              out: Annotated[str, typer.Option(help="Profile TOML to write (a hardware file).")] = "profile.toml",
-              hardware: Annotated[Optional[str], typer.Option(
-                  "--hardware", help="Calibrate this hardware's rows (default: the only one in the file).")] = None,
-              fit_locality: Annotated[bool, typer.Option(help="Also fit the MoE expert-locality factor.")] = True,
-              fit_overlap: Annotated[bool, typer.Option(help="Also fit the roofline non-overlap sigma.")] = True,
+def calibrate(csv: Csvs,
+              out: Annotated[str, typer.Option(help="Engine profile TOML to write (use it with --engine FILE).")
+                             ] = "engine.toml",
+              engine: Annotated[Optional[str], typer.Option(
+                  "--engine", help="Calibrate the rows of this engine column value (default: every row).")] = None,
+              name: Annotated[Optional[str], typer.Option(help="Profile name (default: the engine or 'calibrated').")
+                              ] = None,
               hbm_efficiency: Annotated[float, typer.Option(
                   help="eta_W held fixed when the CSV has no step times (speedups fix only ratios).")] = 0.85,
               holdout_fraction: Annotated[float, typer.Option(help="Share of series held out.")] = 0.3,
               steps: Annotated[int, typer.Option(help="optax steps.", min=10, max=100000)] = 1500,
               roofline: Roof = RooflineChoice.operator, as_json: Json = False):
-    """Fit efficiencies, fixed overhead (and expert locality, overlap) to measurements; write a profile."""
+    """Fit an engine profile (efficiencies and overheads, MODEL.md 4) to measurements; write it as TOML."""
     from ..engine import calibrate as _cal
-    from ..outputs import io
-    from ..inputs import measured
     from ..engine import validate as _validate
+    from ..outputs import io
 
     roofline = value(roofline)
     if not 0 <= holdout_fraction < 1:
         raise SpecError(f"holdout_fraction={holdout_fraction}; expected 0 <= x < 1")
-    if not 0.2 <= hbm_efficiency <= 1:
-        raise SpecError(f"hbm_efficiency={hbm_efficiency}; expected 0.2 <= x <= 1")
+    if not 0.3 <= hbm_efficiency <= 1:
+        raise SpecError(f"hbm_efficiency={hbm_efficiency}; expected 0.3 <= x <= 1")
     if not out.endswith(".toml"):
         raise SpecError(f"out={out!r}; expected a .toml file name")
-    rows = measured.load(csv)
-    slugs = sorted({r.hardware for r in rows})
-    if hardware is None:
-        if len(slugs) > 1:
-            counts = {h: sum(r.hardware == h for r in rows) for h in slugs}
-            raise SpecError(f"the file has rows for {counts}; choose one with --hardware")
-        hardware = slugs[0]
-    rows = [r for r in rows if r.hardware == hardware]
-    if not rows:
-        raise SpecError(f"hardware={hardware!r}; expected one of {', '.join(slugs)} (hardware in {csv})")
-    cal = _cal.fit(rows, mode=roofline, fit_locality=fit_locality, fit_overlap=fit_overlap,
-                   hbm_efficiency=hbm_efficiency, holdout_fraction=holdout_fraction, steps=steps)
+    rows = _load_rows(csv)
+    if engine is not None:
+        known = sorted({r.engine_name for r in rows})
+        rows = [r for r in rows if r.engine_name == engine]
+        if not rows:
+            raise SpecError(f"engine={engine!r}; expected one of {', '.join(known)} (the engine column of {csv[0]})")
+    cal = _cal.fit(rows, name=name or engine or "calibrated", hbm_efficiency=hbm_efficiency,
+                   holdout_fraction=holdout_fraction, steps=steps, progress=None if as_json else _cal.print_progress)
     report = {}
     for part, names in (("train", cal.train_series), ("heldout", cal.heldout_series)):
         sub = [r for r in rows if r.series in set(names)]
         if sub:
-            report[f"{part}_before"] = _validate.evaluate(sub, None, roofline)[1]
-            report[f"{part}_after"] = _validate.evaluate(sub, cal.profiles, roofline)[1]
-    stats = dict(data=str(csv), fitted=", ".join(cal.fit_fields), rows=len(rows),
-                 train_series=len(cal.train_series), heldout_series=len(cal.heldout_series),
+            report[f"{part}_roofline"] = _validate.evaluate(sub, "roofline", None, roofline)[1]
+            report[f"{part}_calibrated"] = _validate.evaluate(sub, cal.profile, None, roofline)[1]
+    stats = dict(data=", ".join(csv), rows=cal.rows, train_series=len(cal.train_series),
+                 heldout_series=len(cal.heldout_series), condition=cal.condition,
                  **{f"{k}_median_ape": v["median_ape"] for k, v in report.items()},
                  **{f"{k}_p90_ape": v["p90_ape"] for k, v in report.items()})
-    io.write_bytes_atomic(pathlib.Path(out), _cal.profile_toml(cal.profiles[hardware], stats).encode())
-    result = dict(hardware=hardware, profile=out, values=cal.values[hardware], fitted=list(cal.fit_fields),
-                  final_loss=float(cal.loss_history[-1]), initial_loss=float(cal.loss_history[0]), **report)
+    io.write_bytes_atomic(pathlib.Path(out), _cal.profile_toml(cal, stats).encode())
+    result = dict(profile=out, values=cal.values, identified=list(cal.identified), held=list(cal.held),
+                  std_errors=cal.std_errors, condition=cal.condition, final_loss=float(cal.loss_history[-1]),
+                  initial_loss=float(cal.loss_history[0]),
+                  **{k: {m: v[m] for m in ("rows_scored", "median_ape", "p90_ape", "side_accuracy")}
+                     for k, v in report.items()})
     if as_json:
         print_json(result)
         return
-    print(f"calibrated {hardware} on {len(cal.train_series)} series ({len(cal.heldout_series)} held out); "
-          f"wrote {out}")
-    table([(k_, v) for k_, v in cal.values[hardware].items()])
-    print(f"\n{'split':<16} {'median APE':>11} {'p90 APE':>9} {'side acc.':>10}")
+    print(f"calibrated {cal.profile.name} on {cal.rows} rows of {len(cal.train_series)} series "
+          f"({len(cal.heldout_series)} held out); wrote {out}")
+    print(f"{'parameter':<18} {'value':>12} {'std error':>11}  status")
+    for k_ in cal.values:
+        se = cal.std_errors.get(k_)
+        status = "identified" if k_ in cal.identified else "held"
+        print(f"{k_:<18} {cal.values[k_]:>12.5g} {('-' if se is None else f'{se:.3g}'):>11}  {status}")
+    print(f"Hessian condition number {cal.condition:.3g}")
+    print(f"\n{'split':<20} {'median APE':>11} {'p90 APE':>9} {'side acc.':>10}")
+    fmt = lambda v: "-" if v is None else f"{v:.1%}"  # noqa: E731
     for k_, v in report.items():
-        print(f"{k_:<16} {v['median_ape']:>11.3%} {v['p90_ape']:>9.3%} {v['side_accuracy']:>10.3%}")
+        print(f"{k_:<20} {fmt(v['median_ape']):>11} {fmt(v['p90_ape']):>9} {fmt(v['side_accuracy']):>10}")
 
 
 PlotKind = choices("PlotKind", ("speedup", "crossover-map", "sensitivity", "roofline", "optimal-k", "validation"))
@@ -144,6 +180,7 @@ def plot(kind: Annotated[PlotKind, typer.Argument(help="What to draw.")],
          k: K = 2,
          alpha: Annotated[Optional[list[float]], typer.Option(help="Acceptance rate(s).")] = None,
          context: Context = 2048.0, kv_dtype: KvDtype = None, roofline: Roof = RooflineChoice.operator,
+         engine: Engine = DEFAULT_ENGINE,
          batch: Annotated[Optional[list[float]], typer.Option(help="Batches (roofline; default grids otherwise).")
                           ] = None,
          x: Annotated[Optional[str], typer.Option(help="crossover-map: column on the x axis.")] = None,
@@ -165,6 +202,7 @@ def plot(kind: Annotated[PlotKind, typer.Argument(help="What to draw.")],
             raise SpecError(f"plot {kind} needs --from DIR or model flags (--target and --hardware)")
         return {f"{t}@{pathlib.Path(h).stem}" if len(hardware) > 1 else t:
                 Scenario(target=t, hardware=h, drafter=drafter, draft=draft, draft_cost=draft_cost, tp=tp, k=k,
+                         engine=engine,
                          alpha=alphas[0], context=context, kv_dtype=kv_dtype, roofline=roofline)
                 for t in target for h in hardware}
 
@@ -207,7 +245,7 @@ def plot(kind: Annotated[PlotKind, typer.Argument(help="What to draw.")],
 
         if not source:
             raise SpecError("plot validation needs --from FILE.csv (measurements)")
-        df, _ = _validate.evaluate(measured.load(source), None, roofline)
+        df, _ = _validate.evaluate(measured.load(source), None, None, roofline)
         fig, data = plots.validation_figure(df)
     paths = plots.save(fig, out)
     if as_json:

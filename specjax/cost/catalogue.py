@@ -34,6 +34,7 @@ class Input:
       profile: a key of hardware/engine profile files (tree "hw").
       fit: calibration bounds (lo, hi) where calibration may fit it, else None.
       integer: only whole numbers are allowed. symbol: the name used in range messages (default name).
+      engine: a key of engine profiles (an engine's efficiencies and overheads, MODEL.md 1.2).
     """
 
     name: str
@@ -51,6 +52,7 @@ class Input:
     integer: bool = False
     lo_open: bool = False
     symbol: str = ""
+    engine: bool = False
 
     @property
     def leaf(self):
@@ -98,6 +100,8 @@ _ALL = (
        fixed=True, sensitivity=False),
     _i("context", "op", "context", 0, 1e8, "tokens in each sequence's KV cache", "context_tokens", fixed=True),
     _i("draft_cost", "op", "draft_cost_ratio", 0, 10, "draft pass / target pass", "draft_cost_ratio", symbol="c"),
+    _i("expert_locality", "op", "expert_locality", 0, 1, "workload: 0 independent routing, 1 identical",
+       fixed=True),
     # the deployment
     _i("tp", "deploy", "tp", 1, 4096, "GPUs per replica", "tp_gpus", fixed=True, integer=True),
     _i("memory_fraction", "deploy", "memory_fraction", 0, 1, "usable fraction of HBM", fixed=True,
@@ -109,15 +113,19 @@ _ALL = (
     _i("link_bytes_per_s", "hw", "link_bytes_per_s", 1e3, 1e16, "bytes/s, one direction", profile=True),
     _i("link_latency_s", "hw", "link_latency_s", 0, 1, "seconds per all-reduce", profile=True),
     _i("flops_efficiency", "hw", "flops_efficiency", 0, 1, "achieved / peak FLOP/s", profile=True,
-       fit=(0.02, 1.0), lo_open=True),
-    _i("hbm_efficiency", "hw", "hbm_efficiency", 0, 1, "achieved / peak bytes/s", profile=True, fit=(0.2, 1.0),
-       lo_open=True),
+       fit=(0.3, 1.0), lo_open=True, engine=True),
+    _i("hbm_efficiency", "hw", "hbm_efficiency", 0, 1, "achieved / peak bytes/s", profile=True, fit=(0.7, 1.0),
+       lo_open=True, engine=True),
     _i("fixed_overhead_s", "hw", "fixed_overhead_s", 0, 1, "seconds per forward pass", profile=True,
-       fit=(0.0, 5e-3)),
-    _i("expert_locality", "hw", "expert_locality", 0, 1, "0 independent routing, 1 identical", profile=True,
-       fit=(0.0, 1.0)),
+       fit=(0.0, 5e-3), engine=True),
+    _i("layer_overhead_s", "hw", "layer_overhead_s", 0, 1e-2, "seconds per layer per pass", profile=True,
+       fit=(0.0, 3e-4), engine=True),
+    _i("draft_overhead_s", "hw", "draft_overhead_s", 0, 1, "seconds per draft pass", profile=True,
+       fit=(0.0, 3e-3), engine=True),
+    _i("step_overhead_s", "hw", "step_overhead_s", 0, 1, "seconds per speculative step", profile=True,
+       fit=(0.0, 5e-3), engine=True),
     _i("non_overlap", "hw", "non_overlap", 0, 1, "0 roofline, 1 sum of math and memory", profile=True,
-       fit=(0.0, 1.0)),
+       fit=(0.0, 1.0), engine=True),
     # the target's shape
     _i("n_experts", "target", "n_experts", 1, 1e6, "routed experts E"),
     _i("top_k", "target", "top_k", 1, 1e6, "experts per token r"),
@@ -136,6 +144,7 @@ FIXED = {n: i for n, i in INPUTS.items() if i.fixed}
 SENSITIVITY = {n: i for n, i in INPUTS.items() if i.sensitivity}
 PROFILE = {n: i for n, i in INPUTS.items() if i.profile}
 FIT = {n: i for n, i in INPUTS.items() if i.fit}
+ENGINE = {n: i for n, i in INPUTS.items() if i.engine}
 EXPERT_HOLD = ("expert_size", "footprint")
 
 

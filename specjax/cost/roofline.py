@@ -19,7 +19,7 @@ from .trees import MODES
 
 ACT_BYTES = 2.0  # bytes per activation element in all-reduces (bf16)
 __all__ = ["MODES", "OPERATORS", "PassCost", "operator_times", "expected_experts", "effective_context",
-           "operator_costs", "comm_time", "pass_cost"]
+           "operator_costs", "comm_time", "engine_overhead", "pass_cost"]
 
 
 class PassCost(NamedTuple):
@@ -52,14 +52,13 @@ def effective_context(context, window):
     return jnp.minimum(context, window)
 
 
-def operator_costs(hw, deploy, model, batch, q, context):
+def operator_costs(hw, deploy, model, batch, q, context, expert_locality=0.0):
     """FLOPs and bytes per GPU of each operator class, as two tuples of 5 scalars.
 
     Order: dense weights, LM head, routed experts, full attention, windowed attention.
     Tuples, not stacked arrays, so that a vmapped grid fuses into one elementwise loop.
     """
     n = batch * q
-    expert_locality = hw.expert_locality
     kv_tok = model.kv_elems_per_tok * model.b_kv
     l_full = context
     l_win = effective_context(context, model.window)
@@ -94,10 +93,10 @@ def comm_time(hw, deploy, model, batch, q):
 OPERATORS = ("dense weights", "LM head", "routed experts", "attention (full)", "attention (window)")
 
 
-def operator_times(hw, deploy, model, batch, q, context):
+def operator_times(hw, deploy, model, batch, q, context, expert_locality=0.0):
     """Per operator class (`OPERATORS` order): (flops, bytes, t_math, t_mem, t) with
     t = max(t_math, t_mem) + sigma min(t_math, t_mem), the operator-mode roofline time of each."""
-    flops, nbytes = operator_costs(hw, deploy, model, batch, q, context)
+    flops, nbytes = operator_costs(hw, deploy, model, batch, q, context, expert_locality)
     f_rate = hw.flops_per_s * hw.flops_efficiency
     w_rate = hw.hbm_bytes_per_s * hw.hbm_efficiency
     t_math = tuple(f / f_rate for f in flops)
@@ -106,22 +105,31 @@ def operator_times(hw, deploy, model, batch, q, context):
     return flops, nbytes, t_math, t_mem, t
 
 
-def pass_cost(hw, deploy, model, batch, q, context):
+def engine_overhead(hw, model):
+    """T_over = T_pass_fixed + n_layers t_layer (MODEL.md 1.2): what an engine adds to every pass of a
+    model, whatever its size; 0 for a model with no weights and in the pure roofline."""
+    has_model = (model.p_dense + model.p_head + model.p_expert) > 0
+    return jnp.where(has_model, hw.fixed_overhead_s + model.n_layers * hw.layer_overhead_s, 0.0)
+
+
+def pass_cost(hw, deploy, model, batch, q, context, expert_locality=0.0):
     """Roofline time of one forward pass of `model` over `batch` sequences x `q` tokens.
 
-    T_pass = sum_op max(F_op/(eta_F F), W_op/(eta_W W)) + T_comm + T_fixed  (mode="operator"),
+    T_pass = sum_op max(F_op/(eta_F F), W_op/(eta_W W)) + T_comm + T_over  (mode="operator"),
     (plus sigma * min(...) per operator when the hardware's `non_overlap` sigma > 0; 0 by default),
-    or max(sum F/(eta_F F), sum W/(eta_W W)) + T_comm + T_fixed             (mode="pass").
+    or max(sum F/(eta_F F), sum W/(eta_W W)) + T_comm + T_over             (mode="pass"),
+    with T_over = T_pass_fixed + n_layers t_layer (`engine_overhead`).
 
     Args:
       hw: `Hardware` (its static `roofline` picks the mode). deploy: `Deployment`. model: `Model`.
       batch: sequences (B). q: tokens per sequence in this pass (1 decode, k+1 verify).
       context: tokens already in the KV cache per sequence (L).
+      expert_locality: the workload's routing similarity lambda (`Decode.expert_locality`).
 
     Returns:
       `PassCost`. A model with no weights (`Model.zeros()`) costs exactly 0.
     """
-    flops, nbytes, t_math, t_mem, t_op = operator_times(hw, deploy, model, batch, q, context)
+    flops, nbytes, t_math, t_mem, t_op = operator_times(hw, deploy, model, batch, q, context, expert_locality)
     t_math_sum, t_mem_sum = sum(t_math), sum(t_mem)
     if hw.roofline == "operator":
         roof = sum(t_op)
@@ -132,6 +140,6 @@ def pass_cost(hw, deploy, model, batch, q, context):
         compute_bound = (t_math_sum > t_mem_sum).astype(roof.dtype)
     has_model = (model.p_dense + model.p_head + model.p_expert) > 0
     t_comm = jnp.where(has_model, comm_time(hw, deploy, model, batch, q), 0.0)
-    fixed = jnp.where(has_model, hw.fixed_overhead_s, 0.0)
+    fixed = engine_overhead(hw, model)
     return PassCost(t_s=roof + t_comm + fixed, t_math_s=t_math_sum, t_mem_s=t_mem_sum,
                     t_comm_s=t_comm, flops=sum(flops), bytes=sum(nbytes), compute_bound=compute_bound)

@@ -27,10 +27,12 @@ class Hardware:
       link_latency_s: latency added to each all-reduce, seconds.
       flops_efficiency: achieved fraction of `flops_per_s` (eta_F).
       hbm_efficiency: achieved fraction of `hbm_bytes_per_s` (eta_W).
-      fixed_overhead_s: per forward pass overhead (launches, scheduling), seconds.
-      expert_locality: 0 = sequences route independently (uniform routing, MODEL.md); 1 = all
-        sequences of a batch route identically (e.g. one prompt copied B times). Distinct experts
-        are those of n_eff = q (1 + (1 - lambda)(B - 1)) tokens. Fitted by calibration.
+      fixed_overhead_s: T_pass_fixed, added to every forward pass of every model (scheduling, sampling,
+        input preparation), seconds (MODEL.md 1.2; 0 in the pure roofline).
+      layer_overhead_s: t_layer, added per decoder layer to every pass (kernel launches and ramp-up).
+      draft_overhead_s: T_draft_fixed, added to every draft pass of a drafter that runs a model.
+      step_overhead_s: T_step_fixed, added once per speculative step (rejection sampling, KV
+        bookkeeping). The last four are engine terms: an engine profile sets them with eta_F, eta_W.
       non_overlap: sigma in [0, 1]; an operator takes max(t_math, t_mem) + sigma min(t_math, t_mem):
         0 is the roofline of MODEL.md (perfect overlap), 1 the scaling book's upper bound (sum).
       roofline: static; "operator" (max per operator, summed) or "pass" (one max per pass).
@@ -44,7 +46,9 @@ class Hardware:
     flops_efficiency: float = 1.0
     hbm_efficiency: float = 1.0
     fixed_overhead_s: float = 0.0
-    expert_locality: float = 0.0
+    layer_overhead_s: float = 0.0
+    draft_overhead_s: float = 0.0
+    step_overhead_s: float = 0.0
     non_overlap: float = 0.0
     roofline: str = static("operator")
 
@@ -160,6 +164,9 @@ class Decode:
       alpha: per-token acceptance rate in [0, 1].
       context: tokens already in each sequence's KV cache (L).
       draft_cost_ratio: c, extra draft-pass cost as a fraction of T_target(B, 1).
+      expert_locality: a workload property: 0 = sequences route independently (uniform routing,
+        MODEL.md); 1 = all sequences of a batch route identically (one prompt copied B times under
+        greedy decoding). Distinct experts are those of n_eff = q (1 + (1 - lambda)(B - 1)) tokens.
     """
 
     batch: float
@@ -167,6 +174,7 @@ class Decode:
     alpha: float
     context: float
     draft_cost_ratio: float = 0.0
+    expert_locality: float = 0.0
 
 
 def tree_of(name, trees):

@@ -1,20 +1,28 @@
-"""Fit achieved efficiencies, fixed overhead and expert locality to measurements (MODEL.md 4).
+"""Fit an engine profile to measurements (MODEL.md 4).
 
-Per hardware: eta_F (achieved fraction of peak FLOP/s), eta_W (of HBM bandwidth), T_fixed (per
-forward pass) and optionally the expert-locality factor lambda, each squashed into physical
-bounds by a sigmoid; plus one acceptance rate per series that gives neither alpha nor tau.
-Loss: mean squared log error of speedup (and of step times, where the CSV has `t_base_s` /
-`t_sd_step_s`), minimised by `optax.adam` inside a `lax.scan`.
+Parameters: the engine terms of the input catalogue (`catalogue.ENGINE`: eta_F, eta_W, T_pass_fixed,
+t_layer, T_draft_fixed, T_step_fixed, sigma), one set shared by every training row, each squashed into
+its catalogue `fit` bounds by a sigmoid. Acceptance is the row's where given; otherwise one alpha per
+acceptance group, the one that matches the group's anchor row (as `validate` does; differentiable by
+the implicit function theorem). Loss: mean squared log error of the non-anchor speedups plus, where a
+row has them, of the measured step times (`t_base_s`, `t_sd_step_s`), each source weighted equally,
+minimised by optax's Adam (`scale_by_adam`) with a cosine-decayed step size. The bounds are physical:
+decode kernels reach 70-100% of HBM bandwidth and 30-100% of peak FLOP/s, so what the roofline misses
+beyond that must be overhead.
 
-Identifiability: a speedup is a ratio of times, and scaling eta_F and eta_W by s while dividing
-T_fixed by s leaves every speedup unchanged. With speedups only, eta_W is therefore held at
-`hbm_efficiency` (default 0.85) and eta_F, T_fixed are fitted relative to it; with measured step
-times all three are fitted.
+Identifiability. A speedup is a ratio of times: scaling eta_F and eta_W by s and every overhead by
+1/s leaves every speedup unchanged, so without step times eta_W is held (at `hbm_efficiency`). After a
+first fit, the Jacobian of the residuals in bound-normalised coordinates gives each parameter's standard
+error (Gauss-Newton: cov = s^2 (J^T J)^-1); a parameter is identified when its error is below a
+quarter of its value (or of 2% of its range, for values near 0). The least identified parameter is
+held at `PRIORS` (or at a given prior profile) and the rest refitted, until every fitted parameter is
+identified. `Calibration` reports both lists, the errors and the condition number of J^T J.
 """
 
 import dataclasses
 import functools
 import json
+import sys
 import zlib
 
 import jax
@@ -23,14 +31,17 @@ import numpy as np
 import optax
 
 from ..cost import catalogue
-from ..inputs import hardware as _hw
-from ..inputs import measured
-from . import validate
-from ..errors import SpecError
 from ..cost.speculative import step
+from ..errors import SpecError
+from ..inputs import engines, measured
+from . import validate
 
-BOUNDS = {n: i.fit for n, i in catalogue.FIT.items()}  # physical bounds of each calibrated parameter
-FIELDS = tuple(BOUNDS)
+FIELDS = tuple(catalogue.ENGINE)
+BOUNDS = {n: catalogue.INPUTS[n].fit for n in FIELDS}  # physical bounds of each calibrated parameter
+PRIORS = {"flops_efficiency": 0.7, "hbm_efficiency": 0.85, "fixed_overhead_s": 0.0, "layer_overhead_s": 0.0,
+          "draft_overhead_s": 0.0, "step_overhead_s": 0.0, "non_overlap": 0.0}  # held values when not identified
+START = {"flops_efficiency": 0.7, "hbm_efficiency": 0.85, "fixed_overhead_s": 3e-4, "layer_overhead_s": 1e-5,
+         "draft_overhead_s": 2e-4, "step_overhead_s": 5e-4, "non_overlap": 0.2}
 
 
 def split_series(names, holdout_fraction=0.3):
@@ -48,116 +59,243 @@ def _squash(u, name):
 
 def _unsquash(v, name):
     lo, hi = BOUNDS[name]
-    p = np.clip((v - lo) / (hi - lo), 1e-4, 1 - 1e-4)
+    p = np.clip((v - lo) / (hi - lo), 1e-3, 1 - 1e-3)
     return float(np.log(p / (1 - p)))
 
 
-@functools.partial(jax.jit, static_argnames=("steps", "fit"))
-def _fit(hw, deploy, tgt, dr, dec, hw_idx, alpha_known, anchor_of, s_meas, t_base, t_sd, init, steps, fit,
-         learning_rate):
-    """optax loop over per-hardware parameters; rows without a known alpha take the alpha that
-    matches their series' anchor row (as `validate` does). Returns params, loss history, final loss."""
-    has_anchor = anchor_of >= 0
-    scored = ~has_anchor | (anchor_of != jnp.arange(anchor_of.shape[0]))
+def _data(rows, dtype):
+    """Stacked pytrees (pure roofline) and the arrays the loss needs."""
+    stacked = measured.stack(rows, engines.load(engines.PURE), None, dtype)
+    known, _ = validate.known_alpha(rows, dtype)
+    anchor_of = validate.anchors(rows, known)
+    times = lambda attr: jnp.asarray([getattr(r, attr) or np.nan for r in rows], dtype)  # noqa: E731
+    per_source = {}
+    for r in rows:
+        per_source[r.source] = per_source.get(r.source, 0) + 1
+    weight = np.array([len(rows) / (len(per_source) * per_source[r.source]) for r in rows])
+    anchor_rows = np.unique(anchor_of[anchor_of >= 0])
+    pos = {a: i for i, a in enumerate(anchor_rows.tolist())}
+    anchor_pos = np.array([pos.get(a, 0) for a in anchor_of.tolist()])
+    return dict(stacked=stacked, alpha_known=jnp.asarray(np.nan_to_num(known, nan=0.5), dtype),
+                anchor_of=jnp.asarray(anchor_of), anchor_rows=jnp.asarray(anchor_rows, jnp.int32),
+                anchor_pos=jnp.asarray(anchor_pos, jnp.int32), s_meas=jnp.asarray([r.speedup for r in rows], dtype),
+                t_base=times("t_base_s"), t_sd=times("t_sd_step_s"), weight=jnp.asarray(np.tile(weight, 3), dtype))
 
-    def apply(params):
-        vals = {name: (_squash(params[name][hw_idx], name) if name in fit else getattr(hw, name)) for name in FIELDS}
-        return hw.replace(**vals)
 
-    def loss(params):
-        h = apply(params)
-        a_all = jax.vmap(lambda *a: validate.matching_alpha(*a, 40))(h, deploy, tgt, dr, dec, s_meas)
-        alpha = jnp.where(has_anchor, a_all[jnp.maximum(anchor_of, 0)], alpha_known)
-        r = jax.vmap(step)(h, deploy, tgt, dr, dec.replace(alpha=alpha))
-        err = (jnp.log(r.speedup) - jnp.log(s_meas)) ** 2
-        okb, oks = jnp.isfinite(t_base), jnp.isfinite(t_sd)
-        err += jnp.where(okb, (jnp.log(r.t_target_s) - jnp.log(jnp.where(okb, t_base, 1.0))) ** 2, 0.0)
-        err += jnp.where(oks, (jnp.log(r.t_sd_step_s) - jnp.log(jnp.where(oks, t_sd, 1.0))) ** 2, 0.0)
-        return jnp.sum(jnp.where(scored, err, 0.0)) / jnp.maximum(jnp.sum(scored), 1)
+def _values(z, fit, held):
+    """Physical values of every engine term: fitted ones from `z` (normalised), held ones fixed.
+    `fit` is a tuple of names, or a dict name -> 1.0 (fitted) / 0.0 (held) for traced masks."""
+    def one(n):
+        if not isinstance(fit, dict) and n not in fit:
+            return held[n]
+        v = BOUNDS[n][0] + (BOUNDS[n][1] - BOUNDS[n][0]) * z[n]
+        return jnp.where(fit[n] > 0, v, held[n]) if isinstance(fit, dict) else v
+    return {n: one(n) for n in FIELDS}
 
-    opt = optax.adam(optax.cosine_decay_schedule(learning_rate, steps, alpha=0.02))
+
+def _residuals(vals, data):
+    """Log residuals: speedups of non-anchor rows, and step times where measured (0 elsewhere)."""
+    hw, deploy, tgt, dr, dec = data["stacked"]
+    hw = hw.replace(**{n: jnp.broadcast_to(jnp.asarray(v, hw.flops_per_s.dtype), hw.flops_per_s.shape)
+                       for n, v in vals.items()})
+    anchor_of, sel = data["anchor_of"], data["anchor_rows"]
+    if sel.shape[0]:  # alpha matched at each acceptance group's anchor only
+        sub = jax.tree.map(lambda x: x[sel], (hw, deploy, tgt, dr, dec))
+        a_anchor = jax.vmap(lambda *a: validate.matching_alpha(*a, 40))(*sub, data["s_meas"][sel])
+        alpha = jnp.where(anchor_of >= 0, a_anchor[data["anchor_pos"]], data["alpha_known"])
+    else:
+        alpha = data["alpha_known"]
+    r = jax.vmap(step)(hw, deploy, tgt, dr, dec.replace(alpha=alpha))
+    scored = (anchor_of < 0) | (anchor_of != jnp.arange(anchor_of.shape[0]))
+    res_s = jnp.where(scored, jnp.log(r.speedup) - jnp.log(data["s_meas"]), 0.0)
+    out = [res_s]
+    for pred, meas in ((r.t_target_s, data["t_base"]), (r.t_sd_step_s, data["t_sd"])):
+        ok = jnp.isfinite(meas)
+        out.append(jnp.where(ok, jnp.log(pred) - jnp.log(jnp.where(ok, meas, 1.0)), 0.0))
+    return jnp.concatenate(out), jnp.concatenate([scored, jnp.isfinite(data["t_base"]), jnp.isfinite(data["t_sd"])])
+
+
+def _loss(vals, data):
+    """Weighted mean squared log error; every source weighs the same (`_data`), so one large source
+    cannot dictate the profile a different source is predicted with."""
+    res, used = _residuals(vals, data)
+    w = data["weight"] * used
+    return jnp.sum(w * res**2) / jnp.maximum(jnp.sum(w), 1e-30)
+
+
+SEGMENT = 50  # Adam steps per jitted segment (progress is reported between segments)
+
+
+@functools.partial(jax.jit, static_argnames=("steps",))
+def _segment(params, opt_state, data, held, mask, steps, learning_rate, total, done):
+    """`steps` Adam steps on the unconstrained parameters, with a cosine-decayed step size over `total`
+    steps (`done` so far). `mask` (name -> 1/0) says which terms are fitted. Only `steps` is static, so
+    one compilation per data set serves every subset of fitted terms and every run length."""
+    def loss_u(p):
+        return _loss(_values({n: jax.nn.sigmoid(p[n]) for n in FIELDS}, mask, held), data)
 
     def body(carry, _):
-        p, s = carry
-        val, g = jax.value_and_grad(loss)(p)
-        upd, s = opt.update(g, s, p)
-        return (optax.apply_updates(p, upd), s), val
+        p, s, t = carry
+        val, g = jax.value_and_grad(loss_u)(p)
+        with jax.numpy_dtype_promotion("standard"):  # optax's Adam promotes its int32 step count
+            upd, s = optax.scale_by_adam().update(g, s, p)
+        frac = jnp.minimum(t / total, 1.0)
+        lr = learning_rate * (0.02 + 0.98 * 0.5 * (1.0 + jnp.cos(jnp.pi * frac)))
+        p = jax.tree.map(lambda x, u: x - lr * u, p, upd)
+        return (p, s, t + 1.0), val
 
-    (params, _), hist = jax.lax.scan(body, (init, opt.init(init)), None, length=steps)
-    return params, hist, loss(params)
+    (params, opt_state, _), hist = jax.lax.scan(body, (params, opt_state, done), None, length=steps)
+    return params, opt_state, hist
+
+
+def _optimise(data, fit, held, steps, learning_rate, dtype, progress, label, start=None):
+    start = start or START
+    params = {n: jnp.asarray(_unsquash(start[n], n), dtype) for n in FIELDS}
+    mask = {n: jnp.asarray(1.0 if n in fit else 0.0, dtype) for n in FIELDS}
+    held = {n: jnp.asarray(v, dtype) for n, v in held.items()}
+    with jax.numpy_dtype_promotion("standard"):
+        state = optax.scale_by_adam().init(params)
+    steps = max(SEGMENT, -(-steps // SEGMENT) * SEGMENT)  # whole segments: one compiled length
+    hist, done = [], 0
+    as_dt = lambda v: jnp.asarray(v, dtype)  # noqa: E731
+    while done < steps:
+        params, state, h = _segment(params, state, data, held, mask, SEGMENT, as_dt(learning_rate), as_dt(steps),
+                                    as_dt(done))
+        hist.append(np.asarray(h))
+        done += SEGMENT
+        if progress:
+            progress(label, done, steps, float(h[-1]))
+    z = {n: float(jax.nn.sigmoid(params[n])) for n in fit}
+    return _values(z, fit, {n: float(v) for n, v in held.items()}), np.concatenate(hist)
+
+
+@jax.jit
+def _jacobian(z, data):
+    """Weighted residuals and their Jacobian with respect to every engine term (bound-normalised z),
+    compiled once per data set; `identifiability` keeps the columns of the fitted terms."""
+    def res_z(zz):
+        vals = {n: BOUNDS[n][0] + (BOUNDS[n][1] - BOUNDS[n][0]) * zz[i] for i, n in enumerate(FIELDS)}
+        res, used = _residuals(vals, data)
+        w = data["weight"] * used
+        return res * jnp.sqrt(w / jnp.maximum(jnp.sum(w) / jnp.maximum(jnp.sum(used), 1), 1e-30))
+
+    return res_z(z), jax.jacfwd(res_z)(z), _residuals(
+        {n: BOUNDS[n][0] + (BOUNDS[n][1] - BOUNDS[n][0]) * z[i] for i, n in enumerate(FIELDS)}, data)[1]
+
+
+def identifiability(vals, fit, data, dtype):
+    """Standard error of each fitted parameter (Gauss-Newton, bound-normalised coordinates) and the
+    condition number of J^T J. A direction the data does not constrain gets a huge error (the inverse
+    is regularised by 1e-9 of the mean eigenvalue instead of pseudo-inverted to 0)."""
+    fit = tuple(fit)
+    if not fit:
+        return {}, {}, float("nan")
+    width = {n: BOUNDS[n][1] - BOUNDS[n][0] for n in FIELDS}
+    z0 = jnp.asarray([(vals[n] - BOUNDS[n][0]) / width[n] for n in FIELDS], dtype)
+    r, jac, used = (np.asarray(x, np.float64) for x in _jacobian(z0, data))
+    jac = jac[:, [FIELDS.index(n) for n in fit]]
+    n_res, p = int(used.sum()), len(fit)
+    s2 = float(r @ r) / max(n_res - p, 1)
+    a = jac.T @ jac
+    eig = np.linalg.eigvalsh(a)
+    cond = float(eig.max() / eig.min()) if eig.min() > 0 else float("inf")
+    cov = s2 * np.linalg.inv(a + (1e-9 * np.trace(a) / p + 1e-300) * np.eye(p))
+    se = {n: float(width[n] * np.sqrt(max(cov[i, i], 0.0))) for i, n in enumerate(fit)}
+    ratio = {n: se[n] / (0.25 * max(abs(vals[n]), 0.02 * width[n])) for n in fit}
+    return se, ratio, cond
 
 
 @dataclasses.dataclass(frozen=True)
 class Calibration:
-    profiles: dict          # hardware slug -> HardwareProfile (calibrated)
-    values: dict            # hardware slug -> {field: value}
+    profile: engines.EngineProfile
+    values: dict                # every engine term, fitted or held
+    identified: tuple           # fitted and identified by the data
+    held: tuple                 # held at PRIORS (or at hbm_efficiency) because the data did not identify them
+    std_errors: dict            # standard error of each parameter (final fit; first fit for held ones)
+    condition: float            # condition number of the first fit's J^T J (bound-normalised)
     train_series: list
     heldout_series: list
     loss_history: np.ndarray
-    fit_fields: tuple
+    rows: int
 
 
-def fit(rows, *, mode="operator", fit_locality=False, fit_overlap=True, hbm_efficiency=0.85, holdout_fraction=0.3,
-        steps=1500,
-        learning_rate=0.05, dtype=jnp.float32, train_series=None):
-    """Calibrate per hardware on the training series; returns a `Calibration`."""
-    _, names = measured.series_index(rows)
-    train, held = split_series(names, holdout_fraction) if train_series is None else (
-        list(train_series), [n for n in names if n not in set(train_series)])
-    if not train:
-        raise SpecError("calibration needs at least one training series")
+def fit(rows, *, name="calibrated", hbm_efficiency=0.85, holdout_fraction=0.3, steps=1500, learning_rate=0.05,
+        dtype=jnp.float32, train_series=None, fields=FIELDS, progress=None, prior=None):
+    """Calibrate one engine profile on the training series of `rows`; returns a `Calibration`.
+
+    `fields`: the engine terms that may be fitted (the data decides which are identified).
+    `prior`: values to start from and to hold the unidentified terms at (default `PRIORS`), e.g. a
+    profile pooled over every engine, so that an engine's own data refines what it identifies.
+    `progress`: callable(stage, done, total, loss) or None."""
+    rows = [r for r in rows if not r.unsupported]
+    bad = validate.inconsistent(rows, validate.known_alpha(rows)[0])
+    rows = [r for r, b in zip(rows, bad) if not b]
+    _, names = measured.series_index(rows) if rows else (None, [])
+    train, held_out = split_series(names, holdout_fraction) if train_series is None else (
+        [n for n in names if n in set(train_series)], [n for n in names if n not in set(train_series)])
     tr_rows = [r for r in rows if r.series in set(train)]
+    if not tr_rows:
+        raise SpecError("calibration needs at least one supported, consistent training row")
     has_times = any(r.t_base_s or r.t_sd_step_s for r in tr_rows)
-    fit_fields = ("flops_efficiency", "fixed_overhead_s") + (("hbm_efficiency",) if has_times else ()) + \
-        (("expert_locality",) if fit_locality else ()) + (("non_overlap",) if fit_overlap else ())
-    hw_names = sorted({r.hardware for r in tr_rows})
-    hw_pos = {h: i for i, h in enumerate(hw_names)}
-    hw, deploy, tgt, dr, dec = measured.stack(tr_rows, None, dtype, mode)
-    if not has_times:
-        hw = hw.replace(hbm_efficiency=jnp.full_like(hw.hbm_efficiency, hbm_efficiency))
-    known, _ = validate.known_alpha(tr_rows, dtype)
-    anchor_of = validate.anchors(tr_rows, known)
-    start = {"flops_efficiency": 0.7, "hbm_efficiency": hbm_efficiency, "fixed_overhead_s": 5e-5,
-             "expert_locality": 0.5, "non_overlap": 0.3}
-    init = {name: jnp.full(len(hw_names), _unsquash(start[name], name), dtype) for name in FIELDS}
-    t_base = np.array([r.t_base_s if r.t_base_s else np.nan for r in tr_rows])
-    t_sd = np.array([r.t_sd_step_s if r.t_sd_step_s else np.nan for r in tr_rows])
-    hw_idx = jnp.asarray([hw_pos[r.hardware] for r in tr_rows])
-    params, hist, final = _fit(hw, deploy, tgt, dr, dec, hw_idx, jnp.asarray(np.nan_to_num(known, nan=0.5), dtype),
-                               jnp.asarray(anchor_of), jnp.asarray([r.speedup for r in tr_rows], dtype),
-                               jnp.asarray(t_base, dtype), jnp.asarray(t_sd, dtype), init, steps, fit_fields,
-                               learning_rate)
-    values, profiles = {}, {}
-    for h in hw_names:
-        base = _hw.load(h)
-        v = {name: float(_squash(params[name][hw_pos[h]], name)) if name in fit_fields
-             else float(getattr(base, name)) for name in FIELDS}
-        if not has_times:
-            v["hbm_efficiency"] = float(hbm_efficiency)
-        values[h] = v
-        profiles[h] = base.with_rates(calibrated_for=h, **v)
-    return Calibration(profiles=profiles, values=values, train_series=train, heldout_series=held,
-                       loss_history=np.asarray(hist), fit_fields=fit_fields)
+    held = dict(prior or PRIORS)
+    start = dict(prior) if prior else dict(START)
+    candidates = tuple(f for f in fields if f in FIELDS)
+    if not has_times:  # speedups fix only ratios of times: hold eta_W
+        held["hbm_efficiency"] = float(hbm_efficiency) if prior is None else held["hbm_efficiency"]
+        candidates = tuple(f for f in candidates if f != "hbm_efficiency")
+    data = _data(tr_rows, dtype)
+    scored = int(np.sum(np.asarray(data["anchor_of"]) != np.arange(len(tr_rows)))) + \
+        int(np.isfinite(np.asarray(data["t_base"])).sum() + np.isfinite(np.asarray(data["t_sd"])).sum())
+    if scored == 0:
+        raise SpecError("nothing to fit: every training row is an acceptance anchor and no row has step times "
+                        "(give acceptance_rate / accepted_length, more batches per series, or t_base_s)")
+    vals, hist = _optimise(data, candidates, held, steps, learning_rate, dtype, progress, "fit", start=start)
+    hists, identified = [hist], candidates
+    se, ratio, cond = identifiability(vals, identified, data, dtype)
+    first_se, first_cond = se, cond
+    while identified and max(ratio.values()) >= 1.0:  # drop the least identified term, refit the rest
+        worst = max(ratio, key=ratio.get)
+        identified = tuple(n for n in identified if n != worst)
+        vals = {**vals, worst: held[worst]}
+        vals, hist = _optimise(data, identified, held, max(steps // 3, 10), learning_rate, dtype, progress,
+                               f"refit without {worst}", start={**start, **vals})
+        hists.append(hist)
+        se, ratio, cond = identifiability(vals, identified, data, dtype)
+    hist1 = np.concatenate(hists)
+    held_names = tuple(n for n in FIELDS if n not in identified)
+    profile = engines.EngineProfile(slug=name, name=name, values={n: float(v) for n, v in vals.items()},
+                                    fitted=identified, description=f"calibrated on {len(tr_rows)} rows")
+    return Calibration(profile=profile, values=profile.values, identified=identified, held=held_names,
+                       std_errors={**first_se, **se}, condition=first_cond, train_series=train, heldout_series=held_out,
+                       loss_history=hist1, rows=len(tr_rows))
 
 
 def _toml_value(v):
     """A TOML literal: numbers as numbers, strings as JSON-escaped basic strings (valid TOML)."""
     if isinstance(v, bool):
         return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     if isinstance(v, (int, float)):
         return f"{v:.6g}" if isinstance(v, float) else str(v)
     return json.dumps(str(v))
 
 
-def profile_toml(profile, stats):
-    """A hardware TOML for a calibrated profile (usable wherever a hardware preset is). Every profile
-    key of the input catalogue is written, so no field of the profile can be dropped."""
-    lines = [f"# Calibrated by specjax calibrate; fitted: {' '.join(str(stats.get('fitted', '')).split())}",
-             f"name = {_toml_value(profile.name + ' (calibrated)')}",
-             f"calibrated_for = {_toml_value(profile.calibrated_for)}", f"source = {_toml_value(profile.source)}"]
-    lines += [f"{k} = {_toml_value(float(profile.rates[k]))}" for k in catalogue.PROFILE]
-    lines += ["", "[flops_per_s]"]
-    lines += [f"{k} = {_toml_value(float(v))}" for k, v in profile.flops_per_s.items()]
+def profile_toml(cal, stats):
+    """An engine TOML for a calibration (usable wherever an engine preset is: `--engine FILE`). Every
+    engine key of the input catalogue is written, so no term of the profile can be dropped."""
+    p = cal.profile
+    lines = ["# Written by specjax calibrate. Identified by the data: " + (", ".join(cal.identified) or "none"),
+             "# held (not identified): " + ", ".join(f"{n} = {cal.values[n]:.6g}" for n in cal.held),
+             f"name = {_toml_value(p.name)}", f"description = {_toml_value(p.description)}",
+             f"fitted = {_toml_value(list(cal.identified))}"]
+    lines += [f"{k} = {_toml_value(float(cal.values[k]))}" for k in catalogue.ENGINE]
     lines += ["", "[calibration]"]
-    lines += [f"{k} = {_toml_value(v)}" for k, v in stats.items()]
+    lines += [f"{k} = {_toml_value(v)}" for k, v in stats.items() if v is not None]
     return "\n".join(lines) + "\n"
+
+
+def print_progress(stage, done, total, loss):
+    """A progress line on stderr (the CLI's `progress` callback)."""
+    print(f"\r  calibrate {stage}: {done}/{total} steps, loss {loss:.4g}", end="\n" if done == total else "",
+          file=sys.stderr, flush=True)

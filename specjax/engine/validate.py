@@ -1,11 +1,18 @@
-"""How well the model predicts measured speedups (MODEL.md section 4, `specjax validate`).
+"""How well the model predicts measured speedups: the validation protocol of MODEL.md 7.
 
-Acceptance is taken from the row (alpha, or alpha solved from the accepted length); where a
-series gives neither, one alpha per series is fitted so that the model matches the series'
-smallest-batch row exactly (its "anchor"), and the other rows test the batch dependence. Anchor
-rows are reported but not scored. Summary: median and 90th-percentile absolute percentage
-error, the share of rows on the right side of 1.0, and the median within-series Spearman rank
-correlation between predicted and measured speedups.
+- Acceptance comes from the row (alpha, or alpha solved from the accepted length tau). Where a row
+  gives neither, one alpha is fitted per acceptance group (`Row.acceptance_group`: target, drafter,
+  draft and dataset, shared across k and batch; the series where there is no dataset column) so that
+  the model matches the group's anchor row exactly (its smallest batch, then smallest k). Anchors are
+  reported, never scored.
+- A row whose speedup exceeds its accepted length (impossible when verifying costs at least one decode
+  pass) is `inconsistent`: flagged, not scored. A row the model cannot represent is `unsupported`:
+  skipped with its reason and counted, never aborting the file.
+- Scored rows split into level rows (batch 1 with a given acceptance: the absolute speedup) and shape
+  rows (everything else: how the speedup moves with batch, k and context). Metrics: median and 90th
+  percentile absolute percentage error, side-of-1.0 accuracy, median within-series Spearman, overall,
+  for level and shape, and per source, engine and hardware (`groups`). A metric over no rows is None
+  with a reason.
 """
 
 import jax
@@ -13,11 +20,13 @@ import jax.numpy as jnp
 import numpy as np
 import polars as pl
 
-from ..inputs import measured
-from ..cost.acceptance import alpha_from_tokens
 from ..cost._search import bisect
+from ..cost.acceptance import alpha_from_tokens
 from ..cost.speculative import step
 from ..cost.status import Point
+from ..inputs import measured
+
+ROLES = ("level", "shape", "anchor", "inconsistent", "unsupported")  # what each row is in the protocol
 
 
 @jax.jit
@@ -66,19 +75,31 @@ def known_alpha(rows, dtype=jnp.float32):
 
 
 def anchors(rows, known):
-    """Row index of each row's series anchor (its smallest-batch row) where the series gives no
-    acceptance, else -1."""
-    idx, names = measured.series_index(rows)
+    """Row index of each row's acceptance-group anchor (smallest batch, then smallest k) where the row
+    gives no acceptance, else -1."""
     out = np.full(len(rows), -1)
-    for s in range(len(names)):
-        members = np.flatnonzero(idx == s)
-        if np.isnan(known[members]).all():
-            out[members] = min(members, key=lambda i: (rows[i].batch, i))
+    groups = {}
+    for i, r in enumerate(rows):
+        if np.isnan(known[i]):
+            groups.setdefault(r.acceptance_group, []).append(i)
+    for members in groups.values():
+        anchor = min(members, key=lambda i: (rows[i].batch, rows[i].k, i))
+        out[members] = anchor
+    return out
+
+
+def inconsistent(rows, alpha):
+    """True where the measured speedup exceeds the accepted length (known tau, or tau from a given alpha)."""
+    out = np.zeros(len(rows), bool)
+    for i, r in enumerate(rows):
+        tau = r.tau if r.tau is not None else (sum(r.alpha ** i for i in range(r.k + 1))
+                                               if r.alpha is not None else float(r.k + 1))
+        out[i] = r.speedup > tau * (1 + 1e-9)
     return out
 
 
 def resolve_alpha(rows, stacked, dtype=jnp.float32):
-    """alpha per row and where it came from ('given', 'accepted_length', 'fitted'), anchor flags."""
+    """alpha per row, where it came from ('given', 'accepted_length', 'fitted'), anchor flags."""
     alpha, source = known_alpha(rows, dtype)
     anchor_of = anchors(rows, alpha)
     sel = np.unique(anchor_of[anchor_of >= 0])
@@ -89,42 +110,89 @@ def resolve_alpha(rows, stacked, dtype=jnp.float32):
         for i, a in enumerate(anchor_of):
             if a >= 0:
                 alpha[i] = by_anchor[a]
-    anchor = anchor_of == np.arange(len(rows))
-    return alpha, source, anchor
+    return alpha, source, anchor_of == np.arange(len(rows))
 
 
 def _spearman(df):
     per = (df.group_by("series").agg(pl.len().alias("n"), pl.corr("predicted_speedup", "measured_speedup",
                                                                     method="spearman").alias("rho"))
            .filter((pl.col("n") >= 3) & pl.col("rho").is_not_nan() & pl.col("rho").is_not_null()))
-    return float(per["rho"].median()) if per.height else float("nan")
+    return float(per["rho"].median()) if per.height else None
+
+
+def metrics(df):
+    """Metrics over the scored rows (roles level and shape) of a per-row table. None where no row is
+    scored, with `reason`."""
+    scored = df.filter(pl.col("role").is_in(["level", "shape"]))
+    ape = scored["ape"].to_numpy()
+    if not ape.size:
+        return dict(rows_scored=0, median_ape=None, p90_ape=None, side_accuracy=None, spearman_median=None,
+                    reason="no scored rows (every row is an anchor, inconsistent or unsupported)")
+    return dict(rows_scored=int(ape.size), median_ape=float(np.median(ape)), p90_ape=float(np.percentile(ape, 90)),
+                side_accuracy=float(scored["side_ok"].mean()), spearman_median=_spearman(df))
 
 
 def summarize(df):
-    """Summary metrics over scored (non-anchor) rows of a per-row table."""
-    scored = df.filter(~pl.col("anchor"))
-    ape = scored["ape"].to_numpy()
-    return dict(rows=int(scored.height), rows_skipped=int(df.height - scored.height),
-                median_ape=float(np.median(ape)) if ape.size else float("nan"),
-                p90_ape=float(np.percentile(ape, 90)) if ape.size else float("nan"),
-                side_accuracy=float(scored["side_ok"].mean()) if ape.size else float("nan"),
-                spearman_median=_spearman(df))
+    """Overall, level and shape metrics, row counts by role, and per source / engine / hardware groups."""
+    counts = {r: int((df["role"] == r).sum()) for r in ROLES}
+    out = dict(rows=int(df.height), **metrics(df), rows_anchor=counts["anchor"],
+               rows_inconsistent=counts["inconsistent"], rows_unsupported=counts["unsupported"],
+               rows_skipped=counts["anchor"] + counts["inconsistent"] + counts["unsupported"])
+    reasons = df.filter(pl.col("role") == "unsupported")["note"].unique().sort().to_list()
+    out["unsupported_reasons"] = reasons
+    out["level"] = metrics(df.filter(pl.col("role") != "shape"))
+    out["shape"] = metrics(df.filter(pl.col("role") != "level"))
+    out["groups"] = {key: {str(v): {k: m[k] for k in ("rows_scored", "median_ape", "p90_ape", "side_accuracy")}
+                           for (v,), g in df.sort(key).group_by([key], maintain_order=True)
+                           if (m := metrics(g))["rows_scored"]}
+                     for key in ("source", "engine", "hardware")}
+    return out
 
 
-def evaluate(rows, profiles=None, mode="operator", dtype=jnp.float32):
-    """Predict every row; returns (per-row polars DataFrame, summary dict)."""
-    stacked = measured.stack(rows, profiles, dtype, mode)
-    alpha, source, anchor = resolve_alpha(rows, stacked, dtype)
-    hw, deploy, tgt, dr, dec = stacked
-    dec = dec.replace(alpha=jnp.asarray(alpha, dec.alpha.dtype))
-    s_pred, status = (np.asarray(x) for x in predict(hw, deploy, tgt, dr, dec))
+def evaluate(rows, engine=None, profiles=None, mode="operator", dtype=jnp.float32):
+    """Predict every row; returns (per-row polars DataFrame, summary dict).
+
+    `engine` (name, path or `EngineProfile`) applies one engine to every row; None applies each row's
+    `engine` column (empty: `measured.DEFAULT_ENGINE`), from `profiles` or the presets."""
+    ok = [r for r in rows if not r.unsupported]
+    n = len(rows)
+    alpha = np.full(n, np.nan)
+    source = np.array(["none"] * n, dtype=object)
+    anchor = np.zeros(n, bool)
+    s_pred = np.full(n, np.nan)
+    status = np.array(["invalid_input"] * n, dtype=object)
+    engine_used = np.array([""] * n, dtype=object)
+    idx = np.array([i for i, r in enumerate(rows) if not r.unsupported], dtype=int)
+    if ok:
+        stacked = measured.stack(ok, engine, profiles, dtype, mode)
+        a, src, anc = resolve_alpha(ok, stacked, dtype)
+        hw, deploy, tgt, dr, dec = stacked
+        sp, st = predict(hw, deploy, tgt, dr, dec.replace(alpha=jnp.asarray(a, dec.alpha.dtype)))
+        alpha[idx], source[idx], anchor[idx] = a, src, anc
+        s_pred[idx], status[idx] = np.asarray(sp, np.float64), Point.decode(np.asarray(st))
+        fixed = measured.engine_profile(engine) if isinstance(engine, str) else engine
+        engine_used[idx] = [(fixed or measured.engine_profile(r.engine_name, profiles)).slug for r in ok]
     meas = np.array([r.speedup for r in rows])
+    bad = inconsistent(rows, alpha)
+    role, note = [], []
+    for i, r in enumerate(rows):
+        if r.unsupported:
+            role.append("unsupported"), note.append(r.unsupported)
+        elif bad[i]:
+            role.append("inconsistent"), note.append("measured speedup above the accepted length")
+        elif anchor[i]:
+            role.append("anchor"), note.append("alpha fitted here")
+        elif r.batch == 1 and (r.alpha is not None or r.tau is not None):
+            role.append("level"), note.append("")
+        else:
+            role.append("shape"), note.append("")
     df = pl.DataFrame(dict(
         line=[r.line for r in rows], series=[r.series for r in rows], source=[r.source for r in rows],
+        engine=[r.engine or "(unspecified)" for r in rows], engine_profile=list(engine_used),
         target=[r.target for r in rows], drafter=[r.drafter for r in rows], draft=[r.draft or "" for r in rows],
         hardware=[r.hardware for r in rows], tp=[r.tp for r in rows], batch=[r.batch for r in rows],
         k=[r.k for r in rows], context=[r.context for r in rows], alpha=alpha, alpha_source=list(source),
-        anchor=anchor, measured_speedup=meas, predicted_speedup=s_pred.astype(np.float64),
-        ape=np.abs(s_pred / meas - 1.0), side_ok=(s_pred > 1.0) == (meas > 1.0),
-        status=list(Point.decode(status))))
+        anchor=anchor, role=role, note=note, measured_speedup=meas, predicted_speedup=s_pred,
+        ape=np.abs(s_pred / meas - 1.0), side_ok=(s_pred > 1.0) == (meas > 1.0), status=list(status)))
+    df = df.with_columns(pl.col("alpha", "predicted_speedup", "ape").fill_nan(None))
     return df, summarize(df)

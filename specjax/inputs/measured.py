@@ -2,10 +2,16 @@
 
 Schema: `data/measured/README.md` (series, target, drafter, draft, hardware, tp, batch, k,
 acceptance_rate, accepted_length, context, weight_dtype, measured_speedup, metric, approximate,
-source_url). Optional extension columns `t_base_s` and `t_sd_step_s` (measured step times, seconds)
-make absolute efficiencies identifiable in calibration. Every error names the file, the line,
-the column, the value and what is allowed. `stack` turns the rows into one batch of pytrees
-(leading axis = row) so the whole data set is evaluated by one vmapped kernel.
+source_url). Optional columns: `engine` (the engine profile of the row: vllm, sglang, trtllm, ...),
+`expert_locality` (a workload property, 0..1), `dataset` (rows of one target, drafter, draft and
+dataset share one acceptance), `t_base_s` and `t_sd_step_s` (measured step times, seconds), `ep` and
+`dp_attention` (parallel degrees; only 1 is supported yet).
+
+A malformed value (a number that is not a number, an alpha above 1) is an error naming the file, the
+line, the column, the value and what is allowed. A row the model cannot represent (an unknown slug or
+drafter, an unsupported parallelism, a tensor-parallel degree the model does not divide by) is kept
+with its reason in `unsupported` and skipped by validation and calibration: it never aborts the file.
+`stack` turns the supported rows into one batch of pytrees (leading axis = row).
 """
 
 import dataclasses
@@ -17,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 import polars as pl
 
-from . import drafters
+from . import drafters, engines
 from . import hardware as _hw
 from . import models as _models
 from .dtypes import BYTES_PER_ELEMENT, canonical
@@ -27,7 +33,8 @@ from ..cost.trees import Decode
 
 COLUMNS = ("series", "target", "drafter", "draft", "hardware", "tp", "batch", "k", "acceptance_rate",
            "accepted_length", "context", "weight_dtype", "measured_speedup", "metric", "approximate", "source_url")
-OPTIONAL = ("t_base_s", "t_sd_step_s")
+OPTIONAL = ("t_base_s", "t_sd_step_s", "engine", "expert_locality", "dataset", "ep", "dp_attention")
+DEFAULT_ENGINE = engines.DEFAULT  # rows with an empty engine column
 MAX_BYTES = 64 << 20
 
 
@@ -51,16 +58,32 @@ class Row:
     source_url: str
     t_base_s: float | None = None
     t_sd_step_s: float | None = None
+    engine: str = ""
+    expert_locality: float = 0.0
+    dataset: str = ""
+    unsupported: str | None = None
 
     @property
     def source(self):
         """Short label of where the row comes from (the URL without its scheme)."""
         return self.source_url.split("://", 1)[-1].removeprefix("www.")
 
+    @property
+    def acceptance_group(self):
+        """Rows that share one acceptance (MODEL.md 7): same target, drafter, draft and dataset; without
+        a dataset column, the series."""
+        return (self.target, self.drafter, self.draft or "", self.dataset) if self.dataset else (self.series,)
+
+    @property
+    def engine_name(self):
+        """The engine profile this row is predicted with by default (its column, or `DEFAULT_ENGINE`)."""
+        return self.engine or DEFAULT_ENGINE
+
     def scenario(self, hardware=None, roofline="operator"):
         return Scenario(target=self.target, hardware=hardware or self.hardware, drafter=self.drafter,
                         draft=self.draft or None, tp=self.tp, batch=self.batch, k=self.k, alpha=0.5,
-                        context=self.context, weight_dtype=self.weight_dtype, roofline=roofline)
+                        context=self.context, weight_dtype=self.weight_dtype, roofline=roofline,
+                        expert_locality=self.expert_locality)
 
 
 def _err(path, line, col, value, allowed):
@@ -85,8 +108,26 @@ def _known(value, slugs):
     return bool(value) and (value in slugs or pathlib.Path(value).is_file())
 
 
+def _unsupported(r, model_slugs, hw_slugs):
+    """Why the model cannot represent row `r` (a dict of strings), or None."""
+    for col, known in (("target", model_slugs), ("hardware", hw_slugs)):
+        if not _known(r[col], known):
+            return f"column {col}: {r[col] or ''!r}; expected a preset slug ({', '.join(sorted(known)[:4])}, ...) " \
+                   "or a path"
+    if r["drafter"] not in drafters.names(measurable_only=True):
+        return f"column drafter: {r['drafter']!r}; expected one of {', '.join(drafters.names(measurable_only=True))}"
+    if drafters.get(r["drafter"]).needs_draft and not _known(r["draft"], model_slugs):
+        return f"column draft: {r['draft'] or ''!r}; expected a draft model or EAGLE head preset for this drafter"
+    for col in ("ep", "dp_attention"):
+        v = (r.get(col) or "").strip()
+        if v and v not in ("1", "1.0"):
+            return f"column {col}: {v!r}; only {col} = 1 is supported yet (expert / attention data parallelism)"
+    return None
+
+
 def load(path):
-    """Read and validate a measurements CSV; returns a list of `Row`."""
+    """Read and validate a measurements CSV; returns a list of `Row` (unsupported rows included, with
+    their reason). Raises `SpecError` for a malformed file or value, or when no row is supported."""
     p = pathlib.Path(path)
     text = read_text(p, "measurements file", MAX_BYTES)
     try:
@@ -107,14 +148,10 @@ def load(path):
         line = i + 2
         if not r["series"]:
             raise _err(p, line, "series", "", "a non-empty series id")
-        for col, known in (("target", model_slugs), ("hardware", hw_slugs)):
-            if not _known(r[col], known):
-                raise _err(p, line, col, r[col], f"a preset slug ({', '.join(sorted(known)[:4])}, ...) or a path")
-        if r["drafter"] not in drafters.names(measurable_only=True):
-            raise _err(p, line, "drafter", r["drafter"], f"one of {', '.join(drafters.names(measurable_only=True))}")
-        if drafters.get(r["drafter"]).needs_draft:
-            if not _known(r["draft"], model_slugs):
-                raise _err(p, line, "draft", r["draft"] or "", "a draft model or EAGLE head preset for this drafter")
+        for col in ("target", "hardware", "drafter"):
+            if not (r[col] or "").strip():
+                raise _err(p, line, col, "", f"a {col} (preset slug or path)" if col != "drafter" else
+                           f"one of {', '.join(drafters.names(measurable_only=True))}")
         tp = _number(p, line, "tp", r["tp"], "an integer >= 1", lambda v: v >= 1, integer=True)
         batch = _number(p, line, "batch", r["batch"], "a number >= 1", lambda v: v >= 1)
         k = _number(p, line, "k", r["k"], "an integer in [1, 64]", lambda v: 1 <= v <= 64, integer=True)
@@ -130,32 +167,75 @@ def load(path):
         if r["weight_dtype"] not in BYTES_PER_ELEMENT:
             raise _err(p, line, "weight_dtype", r["weight_dtype"], f"one of {', '.join(BYTES_PER_ELEMENT)}")
         times = {c: _number(p, line, c, r.get(c), "empty or seconds > 0", lambda v: v > 0, optional=True)
-                 for c in OPTIONAL}
+                 for c in ("t_base_s", "t_sd_step_s")}
+        loc = _number(p, line, "expert_locality", r.get("expert_locality"), "empty or in [0, 1]",
+                      lambda v: 0 <= v <= 1, optional=True)
+        engine = (r.get("engine") or "").strip()
+        if engine and not engine.replace("-", "").replace("_", "").isalnum():
+            raise _err(p, line, "engine", engine, "an engine name (letters, digits, - and _)")
         rows.append(Row(line=line, series=r["series"], target=r["target"], drafter=r["drafter"],
                         draft=r["draft"] or None, hardware=r["hardware"], tp=tp, batch=batch, k=k, alpha=alpha,
                         tau=tau, context=ctx, weight_dtype=canonical(r["weight_dtype"]), speedup=speed,
-                        metric=r["metric"], source_url=r["source_url"] or "", **times))
+                        metric=r["metric"], source_url=r["source_url"] or "", engine=engine,
+                        expert_locality=loc or 0.0, dataset=(r.get("dataset") or "").strip(),
+                        unsupported=_unsupported(r, model_slugs, hw_slugs), **times))
+    rows = check_buildable(rows)
+    if all(r.unsupported for r in rows):
+        raise SpecError(f"{p}: no row can be evaluated; line {rows[0].line}, {rows[0].unsupported}")
     return rows
 
 
-def stack(rows, profiles=None, dtype=jnp.float32, roofline="operator"):
-    """Pytrees for all rows, stacked on a leading axis: (Hardware, Deployment, target, draft, Decode).
+def check_buildable(rows):
+    """Mark rows whose configuration the model cannot build (tensor parallelism, drafter) unsupported."""
+    cache, out = {}, []
+    for r in rows:
+        if r.unsupported:
+            out.append(r)
+            continue
+        key = (r.target, r.drafter, r.draft, r.hardware, r.tp, r.weight_dtype)
+        if key not in cache:
+            try:
+                r.scenario().check()
+                cache[key] = None
+            except SpecError as e:
+                cache[key] = str(e)
+        out.append(dataclasses.replace(r, unsupported=cache[key]) if cache[key] else r)
+    return out
 
-    `profiles` maps a hardware slug to a `HardwareProfile` that replaces the preset (calibrated).
+
+def engine_profile(name, profiles=None):
+    """The `EngineProfile` called `name`: from `profiles` (e.g. fitted ones; its key "*" serves every
+    engine it lacks) or the presets; an engine with no profile is predicted with the pure roofline."""
+    if profiles and name in profiles:
+        return profiles[name]
+    if profiles and "*" in profiles:  # a pooled profile serves engines without their own
+        return profiles["*"]
+    try:
+        return engines.load(name)
+    except SpecError:
+        return engines.load(engines.PURE)
+
+
+def stack(rows, engine=None, profiles=None, dtype=jnp.float32, roofline="operator"):
+    """Pytrees for supported rows, stacked on a leading axis: (Hardware, Deployment, target, draft, Decode).
+
+    `engine` (a name, path or `EngineProfile`) is applied to every row; None applies each row's own
+    engine (`Row.engine_name`), looked up in `profiles` (name -> `EngineProfile`) first, then the presets.
     Rows sharing a configuration share one build.
     """
+    fixed = engines.load(engine) if isinstance(engine, str) else engine
     cache, built = {}, []
     for r in rows:
-        key = (r.target, r.drafter, r.draft, r.hardware, r.tp, r.weight_dtype)
+        prof = fixed or engine_profile(r.engine_name, profiles)
+        key = (r.target, r.drafter, r.draft, r.hardware, r.tp, r.weight_dtype, id(prof))
         if key not in cache:
             sc = r.scenario(roofline=roofline)
             try:
                 hw, deploy, tgt, dr, _ = sc.build(dtype)
             except SpecError as e:
                 raise SpecError(f"line {r.line}: {e}") from None
-            if profiles and r.hardware in profiles:
-                hw = profiles[r.hardware].resolve(sc.compute_dtype, dtype, roofline)
-            cache[key] = (hw, deploy, tgt, dr)
+            hw_prof = prof.apply(_hw.load(r.hardware))
+            cache[key] = (hw_prof.resolve(sc.compute_dtype, dtype, roofline), deploy, tgt, dr)
         built.append((*cache[key], _decode(r, dtype)))
     return jax.tree.map(lambda *xs: jnp.stack(xs), *built)
 
@@ -163,7 +243,7 @@ def stack(rows, profiles=None, dtype=jnp.float32, roofline="operator"):
 def _decode(r, dtype):
     return Decode(**{k: jnp.asarray(v, dtype) for k, v in dict(
         batch=r.batch, k=r.k, alpha=r.alpha if r.alpha is not None else 0.5, context=r.context,
-        draft_cost_ratio=0.0).items()})
+        draft_cost_ratio=0.0, expert_locality=r.expert_locality).items()})
 
 
 def series_index(rows):

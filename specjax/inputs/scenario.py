@@ -7,12 +7,13 @@ range. `Scenario.build()` loads the presets and returns `(Hardware, Model, Model
 
 import dataclasses
 import functools
+import pathlib
 
 import jax
 import jax.numpy as jnp
 
 from ..cost import catalogue
-from . import drafters
+from . import drafters, engines
 from . import hardware as _hw
 from . import models as _models
 from ..cost.acceptance import alpha_from_tokens
@@ -39,7 +40,9 @@ def check_tp(arch, tp, name, source=None):
 
 @dataclasses.dataclass(frozen=True)
 class Scenario:
-    """One operating point. Exactly one of `alpha` and `accepted_length` is given."""
+    """One operating point. Exactly one of `alpha` and `accepted_length` is given. `engine` names an
+    engine profile (`engines.load`: a preset slug, `roofline`, or a TOML path); None keeps the hardware
+    file's own terms (pure roofline for the presets)."""
 
     target: str
     hardware: str
@@ -58,6 +61,8 @@ class Scenario:
     compute_dtype: str = "bf16"
     roofline: str = "operator"
     memory_fraction: float = 0.9
+    engine: str | None = None
+    expert_locality: float = 0.0
     source: str | None = None
 
     def __post_init__(self):
@@ -67,7 +72,7 @@ class Scenario:
             raise field_error("roofline", self.roofline, f"one of {', '.join(MODES)}", src)
         if self.compute_dtype not in COMPUTE_DTYPES:
             raise field_error("compute_dtype", self.compute_dtype, f"one of {', '.join(COMPUTE_DTYPES)}", src)
-        for name in ("batch", "k", "context", "tp", "memory_fraction"):
+        for name in ("batch", "k", "context", "tp", "memory_fraction", "expert_locality"):
             catalogue.check(name, getattr(self, name), src)
         if (self.alpha is None) == (self.accepted_length is None):
             raise SpecError("give exactly one of alpha and accepted_length"
@@ -104,17 +109,19 @@ class Scenario:
         """Load presets and return `(Hardware, Deployment, target Model, draft Model, Decode)` pytrees.
 
         Cached per (scenario, dtype): validation, memory checks and evaluation share one load."""
-        return _build(self, jnp.dtype(dtype), bool(jax.config.jax_enable_x64))
+        return _build(self, jnp.dtype(dtype), bool(jax.config.jax_enable_x64), _files(self))
 
     def check(self):
         """Load every preset or file the scenario names and check it against the deployment (tensor
         parallelism, drafter); returns (HardwareProfile, target Architecture, draft Architecture | None)."""
-        return _check(self)
+        return _check(self, _files(self))
 
     def _check(self):
         kind = drafters.get(self.drafter, self.source)
         profile = _hw.load(self.hardware)
         profile.resolve(self.compute_dtype)  # a peak for the compute dtype exists
+        if self.engine is not None:
+            profile = engines.load(self.engine).apply(profile)
         arch = _models.load_architecture(self.target)
         check_tp(arch, self.tp, self.target, self.source)
         draft_arch = None
@@ -135,16 +142,30 @@ class Scenario:
         as_dt = lambda v: jnp.asarray(v, dtype)  # noqa: E731
         deploy = Deployment(tp=as_dt(self.tp), memory_fraction=as_dt(self.memory_fraction))
         dec = Decode(batch=as_dt(self.batch), k=as_dt(self.k), alpha=as_dt(self.resolved_alpha()),
-                     context=as_dt(self.context), draft_cost_ratio=as_dt(self.draft_cost if kind.cost_ratio else 0.0))
+                     context=as_dt(self.context), draft_cost_ratio=as_dt(self.draft_cost if kind.cost_ratio else 0.0),
+                     expert_locality=as_dt(self.expert_locality))
         return hw, deploy, tgt, draft, dec
 
 
+def _files(scenario):
+    """(path, mtime, size) of every file the scenario names: part of the cache keys, so an edited file
+    is read again."""
+    out = []
+    for name in (scenario.hardware, scenario.target, scenario.draft, scenario.engine):
+        p = pathlib.Path(str(name)) if name else None
+        if p is not None and p.is_file():
+            st = p.stat()
+            out.append((str(p), st.st_mtime_ns, st.st_size))
+    return tuple(out)
+
+
 @functools.lru_cache(maxsize=256)
-def _check(scenario):
+def _check(scenario, files):
+    del files  # part of the cache key only
     return scenario._check()
 
 
 @functools.lru_cache(maxsize=256)
-def _build(scenario, dtype, x64):
-    del x64  # part of the cache key only: the same dtype request gives other arrays when x64 is off
+def _build(scenario, dtype, x64, files):
+    del x64, files  # part of the cache key only: the same dtype request gives other arrays when x64 is off
     return scenario._build(dtype)

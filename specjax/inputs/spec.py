@@ -17,14 +17,15 @@ import tomllib
 import numpy as np
 
 from ..cost import catalogue
-from . import drafters
+from . import drafters, engines
 from ..search import reductions as _reductions
 from .dtypes import canonical
 from ..errors import SpecError, field_error, read_text, unknown_name
 from .scenario import Scenario
-TOP_KEYS = {"name", "description", "roofline", "compute_dtype", "chunk_size", "experts_hold", "hardware", "pairs",
-            "fixed", "axes", "reduce", "sensitivity", "optimize"}
-PAIR_KEYS = {"target", "drafter", "draft", "draft_cost", "weight_dtype", "expert_dtype", "kv_dtype", "label", "tp"}
+TOP_KEYS = {"name", "description", "roofline", "engine", "compute_dtype", "chunk_size", "experts_hold", "hardware",
+            "pairs", "fixed", "axes", "reduce", "sensitivity", "optimize"}
+PAIR_KEYS = {"target", "drafter", "draft", "draft_cost", "weight_dtype", "expert_dtype", "kv_dtype", "label", "tp",
+             "engine"}
 FIXED_STR = {"weight_dtype", "expert_dtype", "kv_dtype"}
 FIXED_NUM = tuple(catalogue.FIXED)
 MAX_AXIS = 10_000_000
@@ -43,6 +44,7 @@ class Pair:
     expert_dtype: str | None = None
     kv_dtype: str | None = None
     tp: int | None = None
+    engine: str | None = None
     label: str = ""
 
 
@@ -58,6 +60,7 @@ class SweepSpec:
     fixed: dict
     axes: dict
     roofline: str = "operator"
+    engine: str = engines.DEFAULT
     compute_dtype: str = "bf16"
     chunk_size: int = 65536
     experts_hold: str = "expert_size"
@@ -108,6 +111,7 @@ class SweepSpec:
                 fx[key] = getattr(pair, key)
         return Scenario(target=pair.target, hardware=hardware, drafter=pair.drafter, draft=pair.draft,
                         draft_cost=pair.draft_cost if pair.drafter == "ratio" else None,
+                        engine=pair.engine or self.engine,
                         roofline=self.roofline, compute_dtype=self.compute_dtype, source=self.source, **fx)
 
 
@@ -158,6 +162,14 @@ def _table(data, key, src):
     return v
 
 
+def _engine(name, field, src):
+    """An engine preset name or an engine TOML path, loaded once to check it."""
+    if not isinstance(name, str):
+        raise field_error(field, name, "an engine preset (roofline, vllm, sglang, trtllm) or a TOML path", src)
+    engines.load(name)
+    return name
+
+
 def _pair(raw, i, src):
     field = f"pairs[{i}]"
     if not isinstance(raw, dict):
@@ -169,6 +181,8 @@ def _pair(raw, i, src):
         if not isinstance(raw.get(key), str):
             raise field_error(f"{field}.{key}", raw.get(key), "a string", src)
     drafters.get(raw["drafter"], src, f"{field}.drafter")
+    if "engine" in raw:
+        _engine(raw["engine"], f"{field}.engine", src)
     if "tp" in raw:
         catalogue.check("tp", raw["tp"], src, f"{field}.tp")
     names = (raw["target"], raw["drafter"], raw.get("draft"))
@@ -307,6 +321,7 @@ def from_text(text, source="<spec>"):
     spec = SweepSpec(
         name=str(data.get("name", pathlib.Path(src).stem)), source=src, text=text, hardware=hardware,
         pairs=pairs, fixed=fixed, axes=axes, roofline=data.get("roofline", "operator"),
+        engine=_engine(data.get("engine", engines.DEFAULT), "engine", src),
         compute_dtype=data.get("compute_dtype", "bf16"), chunk_size=chunk, experts_hold=hold, reduce=kind,
         batch_max=batch_max, batch_points=batch_points, sensitivity=sens_inputs, k_max=k_max,
         k_method=k_method, description=str(data.get("description", "")))

@@ -1,0 +1,54 @@
+"""Leave-one-source-out validation: the honest number to quote (MODEL.md 4 and 7).
+
+For every source (publication) in the data: calibrate engine profiles on all the other sources (one
+per engine with enough rows there, plus a pooled profile for engines the training sources lack) and
+score the left-out source with them. No shipped preset is used, so no number has seen its own source.
+"""
+
+import jax.numpy as jnp
+import polars as pl
+
+from . import calibrate, validate
+
+MIN_ROWS = 8  # an engine needs this many supported training rows to get a profile of its own
+POOLED = "*"  # key of the pooled profile in a profiles dict (`measured.engine_profile` falls back to it)
+
+
+def fit_profiles(rows, steps=600, dtype=jnp.float32, progress=None):
+    """Engine name -> calibrated `EngineProfile` for every engine with `MIN_ROWS` rows, plus `POOLED`.
+
+    Hierarchical: the pooled profile is fitted on every row first; each engine's fit starts from it and
+    holds at its values what the engine's own rows do not identify."""
+    usable = [r for r in rows if not r.unsupported]
+    pooled = calibrate.fit(usable, name="pooled", holdout_fraction=0.0, steps=steps, dtype=dtype, progress=progress)
+    profiles = {POOLED: pooled.profile}
+    for engine in sorted({r.engine_name for r in usable}):
+        sub = [r for r in usable if r.engine_name == engine]
+        if len(sub) >= MIN_ROWS:
+            try:
+                profiles[engine] = calibrate.fit(sub, name=engine, holdout_fraction=0.0, steps=steps, dtype=dtype,
+                                                 progress=progress, prior=pooled.values).profile
+            except ValueError:  # nothing to fit for this engine alone: the pooled profile serves it
+                pass
+    return profiles
+
+
+def leave_one_source_out(rows, steps=600, mode="operator", dtype=jnp.float32, progress=None):
+    """Per-row table of every source scored by profiles fitted without it, and its summary
+    (`validate.summarize`, plus `folds`: per left-out source, which profiles served it)."""
+    sources = sorted({r.source for r in rows if not r.unsupported})
+    frames, folds = [], {}
+    for s in sources:
+        train = [r for r in rows if r.source != s]
+        test = [r for r in rows if r.source == s]
+        if not [r for r in train if not r.unsupported]:
+            continue
+        profiles = fit_profiles(train, steps, dtype, progress)
+        df, summ = validate.evaluate(test, None, profiles, mode, dtype)
+        frames.append(df)
+        folds[s] = dict(median_ape=summ["median_ape"], rows_scored=summ["rows_scored"],
+                        profiles={e: p.slug for e, p in profiles.items()})
+    if not frames:
+        raise ValueError("leave-one-source-out needs at least two sources with supported rows")
+    df = pl.concat(frames)
+    return df, dict(validate.summarize(df), folds=folds)

@@ -1,0 +1,118 @@
+"""Engine profiles: what a serving engine adds to the silicon (MODEL.md 1.2).
+
+An engine profile (presets in `specjax/presets/engines/*.toml`, or a user's own TOML) gives the
+engine terms of the input catalogue (`catalogue.ENGINE`: achieved fractions eta_F, eta_W, the
+non-overlap sigma and the overheads T_pass_fixed, t_layer, T_draft_fixed, T_step_fixed), optionally
+per hardware in `[hardware.<slug>]` tables that override the top-level values. Applying a profile
+replaces those fields of a hardware profile; keys it does not give keep the pure-roofline defaults.
+
+`roofline` is the pure model: efficiencies 1, overheads 0, sigma 0, whatever the hardware file says.
+A profile fitted on one GPU is applied unchanged to another: its overheads are host-side times
+(scheduling, launches, sampling) that do not scale with HBM or FLOP/s, and its efficiencies are
+fractions of whatever peak the hardware file gives.
+"""
+
+import dataclasses
+import functools
+import pathlib
+import tomllib
+
+from ..cost import catalogue
+from ..cost.trees import Hardware
+from ..errors import SpecError, field_error, read_text, unknown_name
+
+PRESET_DIR = pathlib.Path(__file__).parents[1] / "presets" / "engines"
+PURE = "roofline"
+DEFAULT = "vllm"  # what model commands, sweeps and measurement rows use when no engine is named (README)
+DEFAULTS = {f.name: f.default for f in dataclasses.fields(Hardware) if f.name in catalogue.ENGINE}
+_LABELS = {"name", "description", "source", "fitted", "held", "calibration", "hardware"}
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineProfile:
+    """An engine as read: `values` (engine terms), `per_hardware` (slug -> overriding values)."""
+
+    slug: str
+    name: str
+    values: dict
+    per_hardware: dict = dataclasses.field(default_factory=dict)
+    description: str = ""
+    fitted: tuple = ()
+    source: str = ""
+
+    def values_for(self, hardware_slug):
+        """The engine terms on one hardware: every engine key, defaults where the profile is silent."""
+        return {**DEFAULTS, **self.values, **self.per_hardware.get(hardware_slug, {})}
+
+    def apply(self, hardware_profile):
+        """A copy of a `HardwareProfile` with this engine's terms."""
+        return hardware_profile.with_rates(**self.values_for(hardware_profile.slug))
+
+
+def _terms(table, source, where):
+    if not isinstance(table, dict):
+        raise field_error(where or "engine", table, "a table of engine terms", source)
+    out = {}
+    for key, v in table.items():
+        if key not in catalogue.ENGINE:
+            raise unknown_name(f"engine key{' in ' + where if where else ''}", key, catalogue.ENGINE, source)
+        out[key] = catalogue.check(key, v, source, f"{where}.{key}" if where else key)
+    return out
+
+
+def from_dict(data, slug, source):
+    """Validate a parsed engine file and return an `EngineProfile`."""
+    unknown = set(data) - _LABELS - set(catalogue.ENGINE)
+    if unknown:
+        raise unknown_name("engine key", sorted(unknown)[0], sorted(_LABELS | set(catalogue.ENGINE)), source)
+    for key in ("name", "description", "source"):
+        if not isinstance(data.get(key, ""), str):
+            raise field_error(key, data[key], "a string", source)
+    fitted = data.get("fitted", [])
+    if not isinstance(fitted, list) or not all(f in catalogue.ENGINE for f in fitted):
+        raise field_error("fitted", fitted, f"a list of engine keys ({', '.join(catalogue.ENGINE)})", source)
+    values = _terms({k: v for k, v in data.items() if k in catalogue.ENGINE}, source, "")
+    per_hw = data.get("hardware", {})
+    if not isinstance(per_hw, dict):
+        raise field_error("hardware", per_hw, "tables [hardware.<slug>] of engine terms", source)
+    per_hw = {h: _terms(t, source, f"hardware.{h}") for h, t in per_hw.items()}
+    return EngineProfile(slug=slug, name=data.get("name", slug), values=values, per_hardware=per_hw,
+                         description=data.get("description", ""), fitted=tuple(fitted),
+                         source=data.get("source", ""))
+
+
+def preset_slugs():
+    """Engine presets, `roofline` (the pure model) first."""
+    return [PURE] + sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
+
+
+def load(name_or_path):
+    """An engine preset by slug (`roofline`, `vllm`, `sglang`, `trtllm`), or a user's engine TOML."""
+    s = str(name_or_path)
+    if s == PURE or s in preset_slugs():
+        return _preset(s)
+    return _load(s)
+
+
+@functools.lru_cache(maxsize=None)
+def _preset(slug):
+    return _load(slug)
+
+
+def _load(s):
+    if s == PURE:
+        return EngineProfile(slug=PURE, name="pure roofline", values=dict(DEFAULTS),
+                             description="efficiencies 1, overheads 0 (MODEL.md's roofline)")
+    path = pathlib.Path(s)
+    if not (path.suffix == ".toml" or path.exists()):
+        if s not in preset_slugs():
+            raise unknown_name("engine", s, preset_slugs())
+        path, slug = PRESET_DIR / f"{s}.toml", s
+    else:
+        slug = path.stem
+    text = read_text(path, "engine file", 1 << 20)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"cannot read engine file {str(path)!r}: malformed TOML: {str(e).splitlines()[0]}") from None
+    return from_dict(data, slug, str(path))
