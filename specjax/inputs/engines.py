@@ -15,11 +15,11 @@ fractions of whatever peak the hardware file gives.
 import dataclasses
 import functools
 import pathlib
-import tomllib
 
 from ..cost import catalogue
 from ..cost.trees import Hardware
-from ..errors import SpecError, field_error, read_text, unknown_name
+from ..errors import field_error, unknown_name
+from .presets import read_toml
 
 PRESET_DIR = pathlib.Path(__file__).parents[1] / "presets" / "engines"
 PURE = "roofline"
@@ -103,16 +103,5 @@ def _load(s):
     if s == PURE:
         return EngineProfile(slug=PURE, name="pure roofline", values=dict(DEFAULTS),
                              description="efficiencies 1, overheads 0 (MODEL.md's roofline)")
-    path = pathlib.Path(s)
-    if not (path.suffix == ".toml" or path.exists()):
-        if s not in preset_slugs():
-            raise unknown_name("engine", s, preset_slugs())
-        path, slug = PRESET_DIR / f"{s}.toml", s
-    else:
-        slug = path.stem
-    text = read_text(path, "engine file", 1 << 20)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise SpecError(f"cannot read engine file {str(path)!r}: malformed TOML: {str(e).splitlines()[0]}") from None
-    return from_dict(data, slug, str(path))
+    data, slug, path = read_toml(s, "engine", PRESET_DIR, preset_slugs())
+    return from_dict(data, slug, path)

@@ -9,13 +9,13 @@ A hardware file (presets in `specjax/presets/hardware/*.toml`, or a user's own) 
 
 import dataclasses
 import pathlib
-import tomllib
 
 import jax.numpy as jnp
 
 from ..cost import catalogue
 from .dtypes import COMPUTE_DTYPES
-from ..errors import SpecError, field_error, read_text, unknown_name
+from ..errors import SpecError, field_error, unknown_name
+from .presets import read_toml
 from ..cost.trees import Hardware
 
 __all__ = ["Hardware", "HardwareProfile", "load", "preset_slugs", "profile_from_dict", "RATES"]
@@ -106,17 +106,5 @@ def preset_slugs():
 
 def load(name_or_path):
     """Load a hardware preset by slug, or a user's hardware TOML by path."""
-    path = pathlib.Path(str(name_or_path))
-    if not (path.suffix == ".toml" or path.exists()):
-        if str(name_or_path) not in preset_slugs():
-            raise unknown_name("hardware", name_or_path, preset_slugs())
-        path = PRESET_DIR / f"{name_or_path}.toml"
-        slug = str(name_or_path)
-    else:
-        slug = path.stem
-    text = read_text(path, "hardware file", 1 << 20)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise SpecError(f"cannot read hardware file {str(path)!r}: malformed TOML: {str(e).splitlines()[0]}") from None
-    return profile_from_dict(data, slug, str(path))
+    data, slug, path = read_toml(name_or_path, "hardware", PRESET_DIR, preset_slugs())
+    return profile_from_dict(data, slug, path)

@@ -187,6 +187,11 @@ def optimal_k_figure(df, title="Best draft length k* vs batch"):
     return fig, df
 
 
+def _short(label, width=34):
+    """A legend label of at most `width` characters."""
+    return label if len(label) <= width else label[: width - 1] + "…"
+
+
 def validation_figure(panels, title="Predicted vs measured speedup"):
     """Predicted vs measured, one colour per source, alpha anchors hollow.
 
@@ -205,14 +210,16 @@ def validation_figure(panels, title="Predicted vs measured speedup"):
                 sub = g.filter(pl.col("anchor") == anchor)
                 if sub.height:
                     ax.scatter(sub["measured_speedup"], sub["predicted_speedup"], s=20, facecolor=face,
-                               edgecolor=OKABE_ITO[i % 8], label=f"{src}{' (alpha anchor)' if anchor else ''}")
+                               edgecolor=OKABE_ITO[i % 8],
+                               label=f"{_short(src)}{' (alpha anchor)' if anchor else ''}")
         ax.plot(lim, lim, color="black", lw=1)
         ax.axhline(1, color="grey", lw=0.6)
         ax.axvline(1, color="grey", lw=0.6)
         ax.set_xlim(lim)
         ax.set_ylim(lim)
         _style(ax, "measured speedup", "predicted speedup", name)
-        ax.legend(fontsize=7, frameon=False, loc="upper left")
+        if ax is axes[0][0]:
+            ax.legend(fontsize=7, frameon=False, loc="upper left")
         frames.append(df.select("series", "source", "measured_speedup", "predicted_speedup", "anchor")
                       .with_columns(pl.lit(name).alias("panel")))
     return fig, pl.concat(frames)

@@ -1,0 +1,24 @@
+"""Preset-or-file resolution and TOML reading, shared by hardware and engine files."""
+
+import pathlib
+import tomllib
+
+from ..errors import SpecError, read_text, unknown_name
+
+
+def read_toml(name_or_path, kind, preset_dir, slugs):
+    """(parsed dict, slug, path) of a preset named by slug (in `preset_dir`) or of a user's TOML file.
+    Every failure is a one-line `SpecError` naming the `kind` of file."""
+    s = str(name_or_path)
+    path = pathlib.Path(s)
+    if not (path.suffix == ".toml" or path.exists()):
+        if s not in slugs:
+            raise unknown_name(kind, s, slugs)
+        path, slug = preset_dir / f"{s}.toml", s
+    else:
+        slug = path.stem
+    text = read_text(path, f"{kind} file", 1 << 20)
+    try:
+        return tomllib.loads(text), slug, str(path)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"cannot read {kind} file {str(path)!r}: malformed TOML: {str(e).splitlines()[0]}") from None
