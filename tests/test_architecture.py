@@ -106,8 +106,9 @@ def test_toy_drafter_and_reduction_through_the_registries_alone(tmp_path):
         r = api.point(sc)
         assert r["status"] == "ok" and 1.0 < r["speedup"] < 4.0
         assert r["t_draft_s"] == pytest.approx(128256 * 4096 * 2 / 3.35e12, rel=0.05)  # one head read
-        text = ('engine = "roofline"\nhardware = ["h100-sxm"]\n[[pairs]]\ntarget = "llama-3.1-8b"\ndrafter = "toy-head"\n'
-                '[fixed]\nk = 3\nalpha = 0.7\n[axes]\nbatch = [1, 8, 64]\n[reduce]\nkind = "step_ms"\n')
+        text = ('engine = "roofline"\nhardware = ["h100-sxm"]\n[[pairs]]\ntarget = "llama-3.1-8b"\n'
+                'drafter = "toy-head"\n[fixed]\nk = 3\nalpha = 0.7\n[axes]\nbatch = [1, 8, 64]\n'
+                '[reduce]\nkind = "step_ms"\n')
         s = spec.from_text(text, "toy.toml")
         sweep.run(s, tmp_path)
         df = io.read_results(tmp_path).collect().sort("batch_seqs")

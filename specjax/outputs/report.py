@@ -104,7 +104,8 @@ def write(spec, data_dir, out):
              f"<h1>specjax report: {html.escape(spec.name)}</h1>",
              f"<p>{html.escape(spec.description)}</p>",
              f"<p>{spec.rows:,} rows ({spec.points:,} configurations), reduction <b>{spec.reduce}</b>, roofline "
-             f"<b>{spec.roofline}</b>, compute dtype {spec.compute_dtype}. Generated "
+             f"<b>{spec.roofline}</b>, engine profile <b>{html.escape(spec.engine)}</b> (per-pair engines override "
+             f"it), compute dtype {spec.compute_dtype}. Generated "
              f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC. Data: <code>data/</code> "
              "(Parquet, hive-partitioned).</p>", "<h2>Key numbers</h2>", _table(summ)]
     parts.append("<h2>Figures</h2>")
@@ -112,9 +113,11 @@ def write(spec, data_dir, out):
         parts.append(f"<figure>{svg}<figcaption>{html.escape(cap)}</figcaption></figure>")
     parts += ["<h2>Assumptions</h2><h3>Hardware</h3>", _table(pl.DataFrame(hw_rows)), "<h3>Models</h3>",
               _table(pl.DataFrame(model_rows)),
-              "<p>Pure roofline (MODEL.md): per-operator max(FLOPs / peak, bytes / bandwidth) scaled by the "
-              "achieved fractions above; uniform MoE routing; i.i.d. acceptance; two ring all-reduces per layer "
-              "under tensor parallelism; memory budget 0.9 x HBM unless the spec says otherwise.</p>",
+              "<p>Roofline (MODEL.md): per-operator max(FLOPs / peak, bytes / bandwidth) scaled by the engine "
+              "profile's achieved fractions, plus its per-pass, per-layer, per-draft-pass and per-step overheads "
+              "(MODEL.md 1.2; all 0 for engine = roofline); uniform MoE routing; i.i.d. acceptance; two ring "
+              "all-reduces per layer under tensor parallelism; memory budget 0.9 x HBM unless the spec says "
+              "otherwise.</p>",
               "<h3>Sweep spec</h3>", f"<pre>{html.escape(spec.text)}</pre>", "<h3>Versions</h3>",
               _table(pl.DataFrame([io.versions()])), "</body></html>"]
     path = out / "index.html"
