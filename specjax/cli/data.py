@@ -43,17 +43,20 @@ def _load_rows(paths):
     return rows
 
 
+def _pct(v):
+    return "-" if v is None else f"{v:.1%}"
+
+
 def _metric_table(summary):
     """Overall, level and shape metrics, then the groups, as aligned text (fits 100 columns)."""
-    fmt = lambda v: "-" if v is None else f"{v:.1%}"  # noqa: E731
     print(f"{'':<34} {'rows':>5} {'median APE':>11} {'p90 APE':>9} {'side of 1':>10}")
     lines = [("all scored rows", summary), ("level (batch 1, acceptance given)", summary["level"]),
              ("shape (the rest)", summary["shape"])]
     for key, groups in summary["groups"].items():
         lines += [(f"{key}: {name}"[:34], m) for name, m in groups.items()]
     for label, m in lines:
-        print(f"{label:<34} {m['rows_scored']:>5} {fmt(m['median_ape']):>11} {fmt(m['p90_ape']):>9} "
-              f"{fmt(m['side_accuracy']):>10}")
+        print(f"{label:<34} {m['rows_scored']:>5} {_pct(m['median_ape']):>11} {_pct(m['p90_ape']):>9} "
+              f"{_pct(m['side_accuracy']):>10}")
     print(f"\nrows {summary['rows']}: {summary['rows_scored']} scored, {summary['rows_anchor']} acceptance anchors, "
           f"{summary['rows_inconsistent']} inconsistent, {summary['rows_unsupported']} unsupported")
     for reason in summary["unsupported_reasons"]:
@@ -159,9 +162,8 @@ def calibrate(csv: Csvs,
         print(f"{k_:<18} {cal.values[k_]:>12.5g} {('-' if se is None else f'{se:.3g}'):>11}  {status}")
     print(f"Hessian condition number {cal.condition:.3g}")
     print(f"\n{'split':<20} {'median APE':>11} {'p90 APE':>9} {'side acc.':>10}")
-    fmt = lambda v: "-" if v is None else f"{v:.1%}"  # noqa: E731
     for k_, v in report.items():
-        print(f"{k_:<20} {fmt(v['median_ape']):>11} {fmt(v['p90_ape']):>9} {fmt(v['side_accuracy']):>10}")
+        print(f"{k_:<20} {_pct(v['median_ape']):>11} {_pct(v['p90_ape']):>9} {_pct(v['side_accuracy']):>10}")
 
 
 PlotKind = choices("PlotKind", ("speedup", "crossover-map", "sensitivity", "roofline", "optimal-k", "validation"))

@@ -24,5 +24,4 @@ def pytree_dataclass(cls):
     jax.tree_util.register_dataclass(cls, data_fields=leaves, meta_fields=meta)
     cls.replace = lambda self, **kw: dataclasses.replace(self, **kw)
     cls.field_names = tuple(leaves)
-    cls.static_names = tuple(meta)
     return cls

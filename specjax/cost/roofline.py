@@ -108,8 +108,7 @@ def operator_times(hw, deploy, model, batch, q, context, expert_locality=0.0):
 def engine_overhead(hw, model):
     """T_over = T_pass_fixed + n_layers t_layer (MODEL.md 1.2): what an engine adds to every pass of a
     model, whatever its size; 0 for a model with no weights and in the pure roofline."""
-    has_model = (model.p_dense + model.p_head + model.p_expert) > 0
-    return jnp.where(has_model, hw.fixed_overhead_s + model.n_layers * hw.layer_overhead_s, 0.0)
+    return jnp.where(model.has_weights, hw.fixed_overhead_s + model.n_layers * hw.layer_overhead_s, 0.0)
 
 
 def pass_cost(hw, deploy, model, batch, q, context, expert_locality=0.0):
@@ -138,8 +137,7 @@ def pass_cost(hw, deploy, model, batch, q, context, expert_locality=0.0):
     else:
         roof = jnp.maximum(t_math_sum, t_mem_sum) + hw.non_overlap * jnp.minimum(t_math_sum, t_mem_sum)
         compute_bound = (t_math_sum > t_mem_sum).astype(roof.dtype)
-    has_model = (model.p_dense + model.p_head + model.p_expert) > 0
-    t_comm = jnp.where(has_model, comm_time(hw, deploy, model, batch, q), 0.0)
+    t_comm = jnp.where(model.has_weights, comm_time(hw, deploy, model, batch, q), 0.0)
     fixed = engine_overhead(hw, model)
     return PassCost(t_s=roof + t_comm + fixed, t_math_s=t_math_sum, t_mem_s=t_mem_sum,
                     t_comm_s=t_comm, flops=sum(flops), bytes=sum(nbytes), compute_bound=compute_bound)

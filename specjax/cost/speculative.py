@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from .acceptance import tokens_per_step
 from .memory import kv_bytes_per_seq, max_batch
 from .roofline import pass_cost
-from .status import Point
+from .status import Point, code
 from .trees import Decode, Deployment
 
 __all__ = ["Decode", "Deployment", "Result", "step", "kv_bytes_per_seq", "max_batch", "point_status"]
@@ -43,10 +43,9 @@ class Result(NamedTuple):
 
 def point_status(batch, mb_base, mb_sd):
     """`status.Point` code of a batch given the memory-feasible batches without and with the drafter."""
-    c = {m: jnp.int8(int(m)) for m in Point}
-    return jnp.where(mb_base < 1, c[Point.MODEL_DOES_NOT_FIT],
-                     jnp.where(batch > mb_base, c[Point.BASE_OVER_MEMORY],
-                               jnp.where(batch > mb_sd, c[Point.SD_OVER_MEMORY], c[Point.OK])))
+    return jnp.where(mb_base < 1, code(Point.MODEL_DOES_NOT_FIT),
+                     jnp.where(batch > mb_base, code(Point.BASE_OVER_MEMORY),
+                               jnp.where(batch > mb_sd, code(Point.SD_OVER_MEMORY), code(Point.OK))))
 
 
 def step(hw, deploy, target, draft, dec):
@@ -73,8 +72,7 @@ def step(hw, deploy, target, draft, dec):
     base = pass_cost(hw, deploy, target, dec.batch, 1.0, dec.context, lam)
     verify = pass_cost(hw, deploy, target, dec.batch, dec.k + 1.0, dec.context, lam)
     own = pass_cost(hw, deploy, draft, dec.batch, 1.0, dec.context, lam)
-    runs_model = (draft.p_dense + draft.p_head + draft.p_expert) > 0
-    t_draft = own.t_s + dec.draft_cost_ratio * base.t_s + jnp.where(runs_model, hw.draft_overhead_s, 0.0)
+    t_draft = own.t_s + dec.draft_cost_ratio * base.t_s + jnp.where(draft.has_weights, hw.draft_overhead_s, 0.0)
     t_sd = dec.k * t_draft + verify.t_s + jnp.where(dec.k > 0, hw.step_overhead_s, 0.0)
     speedup = tau * base.t_s / t_sd
     mb_base = max_batch(hw, deploy, (target,), dec.context + 1.0)

@@ -137,6 +137,11 @@ class Model:
         return cls(**{k: jnp.asarray(0.0, dtype) for k in cls.field_names})
 
     @property
+    def has_weights(self):
+        """True for a model that runs passes (False for `Model.zeros()`: n-gram and ratio drafters)."""
+        return (self.p_dense + self.p_head + self.p_expert) > 0
+
+    @property
     def total_params(self):
         """All stored weight params (experts, embedding and a resident head included)."""
         return (self.p_dense + self.p_head * self.head_resident + self.p_stored
@@ -176,7 +181,3 @@ class Decode:
     draft_cost_ratio: float = 0.0
     expert_locality: float = 0.0
 
-
-def tree_of(name, trees):
-    """Select one of (hw, deploy, target, draft, op) by its catalogue tree name."""
-    return trees[("hw", "deploy", "target", "draft", "op").index(name)]

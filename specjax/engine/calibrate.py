@@ -76,10 +76,13 @@ def _data(rows, dtype):
     anchor_rows = np.unique(anchor_of[anchor_of >= 0])
     pos = {a: i for i, a in enumerate(anchor_rows.tolist())}
     anchor_pos = np.array([pos.get(a, 0) for a in anchor_of.tolist()])
-    return dict(stacked=stacked, alpha_known=jnp.asarray(np.nan_to_num(known, nan=0.5), dtype),
+    t_base, t_sd = times("t_base_s"), times("t_sd_step_s")
+    scored = (anchor_of < 0) | (anchor_of != np.arange(len(rows)))
+    used = np.concatenate([scored, np.isfinite(np.asarray(t_base)), np.isfinite(np.asarray(t_sd))])
+    return dict(stacked=stacked, alpha_known=jnp.asarray(np.nan_to_num(known, nan=0.5), dtype), used=jnp.asarray(used),
                 anchor_of=jnp.asarray(anchor_of), anchor_rows=jnp.asarray(anchor_rows, jnp.int32),
                 anchor_pos=jnp.asarray(anchor_pos, jnp.int32), s_meas=jnp.asarray([r.speedup for r in rows], dtype),
-                t_base=times("t_base_s"), t_sd=times("t_sd_step_s"), weight=jnp.asarray(np.tile(weight, 3), dtype))
+                t_base=t_base, t_sd=t_sd, weight=jnp.asarray(np.tile(weight, 3), dtype))
 
 
 def _values(z, fit, held):
@@ -94,7 +97,8 @@ def _values(z, fit, held):
 
 
 def _residuals(vals, data):
-    """Log residuals: speedups of non-anchor rows, and step times where measured (0 elsewhere)."""
+    """Log residuals: speedups of non-anchor rows, and step times where measured (0 elsewhere; the
+    entries that count are `data["used"]`)."""
     hw, deploy, tgt, dr, dec = data["stacked"]
     hw = hw.replace(**{n: jnp.broadcast_to(jnp.asarray(v, hw.flops_per_s.dtype), hw.flops_per_s.shape)
                        for n, v in vals.items()})
@@ -106,20 +110,18 @@ def _residuals(vals, data):
     else:
         alpha = data["alpha_known"]
     r = jax.vmap(step)(hw, deploy, tgt, dr, dec.replace(alpha=alpha))
-    scored = (anchor_of < 0) | (anchor_of != jnp.arange(anchor_of.shape[0]))
-    res_s = jnp.where(scored, jnp.log(r.speedup) - jnp.log(data["s_meas"]), 0.0)
-    out = [res_s]
+    out = [jnp.log(r.speedup) - jnp.log(data["s_meas"])]
     for pred, meas in ((r.t_target_s, data["t_base"]), (r.t_sd_step_s, data["t_sd"])):
         ok = jnp.isfinite(meas)
-        out.append(jnp.where(ok, jnp.log(pred) - jnp.log(jnp.where(ok, meas, 1.0)), 0.0))
-    return jnp.concatenate(out), jnp.concatenate([scored, jnp.isfinite(data["t_base"]), jnp.isfinite(data["t_sd"])])
+        out.append(jnp.log(pred) - jnp.log(jnp.where(ok, meas, 1.0)))
+    return jnp.where(data["used"], jnp.concatenate(out), 0.0)
 
 
 def _loss(vals, data):
     """Weighted mean squared log error; every source weighs the same (`_data`), so one large source
     cannot dictate the profile a different source is predicted with."""
-    res, used = _residuals(vals, data)
-    w = data["weight"] * used
+    res = _residuals(vals, data)
+    w = data["weight"] * data["used"]
     return jnp.sum(w * res**2) / jnp.maximum(jnp.sum(w), 1e-30)
 
 
@@ -173,14 +175,15 @@ def _optimise(data, fit, held, steps, learning_rate, dtype, progress, label, sta
 def _jacobian(z, data):
     """Weighted residuals and their Jacobian with respect to every engine term (bound-normalised z),
     compiled once per data set; `identifiability` keeps the columns of the fitted terms."""
+    used = data["used"]
+    w = data["weight"] * used
+    scale = jnp.sqrt(w / jnp.maximum(jnp.sum(w) / jnp.maximum(jnp.sum(used), 1), 1e-30))
+
     def res_z(zz):
         vals = {n: BOUNDS[n][0] + (BOUNDS[n][1] - BOUNDS[n][0]) * zz[i] for i, n in enumerate(FIELDS)}
-        res, used = _residuals(vals, data)
-        w = data["weight"] * used
-        return res * jnp.sqrt(w / jnp.maximum(jnp.sum(w) / jnp.maximum(jnp.sum(used), 1), 1e-30))
+        return _residuals(vals, data) * scale
 
-    return res_z(z), jax.jacfwd(res_z)(z), _residuals(
-        {n: BOUNDS[n][0] + (BOUNDS[n][1] - BOUNDS[n][0]) * z[i] for i, n in enumerate(FIELDS)}, data)[1]
+    return res_z(z), jax.jacfwd(res_z)(z)
 
 
 def identifiability(vals, fit, data, dtype):
@@ -192,7 +195,8 @@ def identifiability(vals, fit, data, dtype):
         return {}, {}, float("nan")
     width = {n: BOUNDS[n][1] - BOUNDS[n][0] for n in FIELDS}
     z0 = jnp.asarray([(vals[n] - BOUNDS[n][0]) / width[n] for n in FIELDS], dtype)
-    r, jac, used = (np.asarray(x, np.float64) for x in _jacobian(z0, data))
+    r, jac = (np.asarray(x, np.float64) for x in _jacobian(z0, data))
+    used = np.asarray(data["used"])
     jac = jac[:, [FIELDS.index(n) for n in fit]]
     n_res, p = int(used.sum()), len(fit)
     s2 = float(r @ r) / max(n_res - p, 1)
@@ -228,7 +232,7 @@ def fit(rows, *, name="calibrated", hbm_efficiency=0.85, holdout_fraction=0.3, s
     profile pooled over every engine, so that an engine's own data refines what it identifies.
     `progress`: callable(stage, done, total, loss) or None."""
     rows = [r for r in rows if not r.unsupported]
-    bad = validate.inconsistent(rows, validate.known_alpha(rows)[0])
+    bad = validate.inconsistent(rows)
     rows = [r for r, b in zip(rows, bad) if not b]
     _, names = measured.series_index(rows) if rows else (None, [])
     train, held_out = split_series(names, holdout_fraction) if train_series is None else (
@@ -244,9 +248,7 @@ def fit(rows, *, name="calibrated", hbm_efficiency=0.85, holdout_fraction=0.3, s
         held["hbm_efficiency"] = float(hbm_efficiency) if prior is None else held["hbm_efficiency"]
         candidates = tuple(f for f in candidates if f != "hbm_efficiency")
     data = _data(tr_rows, dtype)
-    scored = int(np.sum(np.asarray(data["anchor_of"]) != np.arange(len(tr_rows)))) + \
-        int(np.isfinite(np.asarray(data["t_base"])).sum() + np.isfinite(np.asarray(data["t_sd"])).sum())
-    if scored == 0:
+    if not np.asarray(data["used"]).any():
         raise SpecError("nothing to fit: every training row is an acceptance anchor and no row has step times "
                         "(give acceptance_rate / accepted_length, more batches per series, or t_base_s)")
     vals, hist = _optimise(data, candidates, held, steps, learning_rate, dtype, progress, "fit", start=start)

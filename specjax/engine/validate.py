@@ -88,11 +88,12 @@ def anchors(rows, known):
     return out
 
 
-def inconsistent(rows, alpha):
-    """True where the measured speedup exceeds the accepted length (known tau, or tau from a given alpha)."""
+def inconsistent(rows):
+    """True where the measured speedup exceeds the accepted length (known tau, tau from a given alpha,
+    or at most k + 1)."""
     out = np.zeros(len(rows), bool)
     for i, r in enumerate(rows):
-        tau = r.tau if r.tau is not None else (sum(r.alpha ** i for i in range(r.k + 1))
+        tau = r.tau if r.tau is not None else (sum(r.alpha ** j for j in range(r.k + 1))
                                                if r.alpha is not None else float(r.k + 1))
         out[i] = r.speedup > tau * (1 + 1e-9)
     return out
@@ -173,7 +174,7 @@ def evaluate(rows, engine=None, profiles=None, mode="operator", dtype=jnp.float3
         fixed = measured.engine_profile(engine) if isinstance(engine, str) else engine
         engine_used[idx] = [(fixed or measured.engine_profile(r.engine_name, profiles)).slug for r in ok]
     meas = np.array([r.speedup for r in rows])
-    bad = inconsistent(rows, alpha)
+    bad = inconsistent(rows)
     role, note = [], []
     for i, r in enumerate(rows):
         if r.unsupported:

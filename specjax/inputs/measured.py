@@ -234,7 +234,7 @@ def stack(rows, engine=None, profiles=None, dtype=jnp.float32, roofline="operato
                 hw, deploy, tgt, dr, _ = sc.build(dtype)
             except SpecError as e:
                 raise SpecError(f"line {r.line}: {e}") from None
-            hw_prof = prof.apply(_hw.load(r.hardware))
+            hw_prof = prof.apply(sc.check()[0])  # the hardware file as read by the build (cached)
             cache[key] = (hw_prof.resolve(sc.compute_dtype, dtype, roofline), deploy, tgt, dr)
         built.append((*cache[key], _decode(r, dtype)))
     return jax.tree.map(lambda *xs: jnp.stack(xs), *built)

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from ..cost._search import first_crossing
 from ..cost.precision import float_dtype
 from ..cost.speculative import step
-from ..cost.status import Curve
+from ..cost.status import Curve, code
 
 
 class Crossover(NamedTuple):
@@ -52,13 +52,13 @@ def find(hw, deploy, target, draft, dec, batch_max=65536.0, n_grid=96, n_bisect=
         lambda res: res.speedup < 1.0, lambda b: step(hw, deploy, target, draft, dec.replace(batch=b)),
         batch_max, n_grid, n_bisect, dtype)
     s1, mb_sd = r.speedup[0], r.max_batch_sd[0]
-    c = {m: jnp.int8(int(m)) for m in Curve}
-    status = jnp.where(s1 < 1.0, c[Curve.NEVER_HELPS], jnp.where(crosses, c[Curve.CROSSES], c[Curve.HELPS_THROUGHOUT]))
-    is_cross = status == c[Curve.CROSSES]
+    status = jnp.where(s1 < 1.0, code(Curve.NEVER_HELPS),
+                       jnp.where(crosses, code(Curve.CROSSES), code(Curve.HELPS_THROUGHOUT)))
+    is_cross = status == code(Curve.CROSSES)
     b_star = jnp.where(is_cross, b_star, jnp.nan)
     b_fit = jnp.clip(jnp.minimum(mb_sd, batch_max), 1.0, None)
     s_fit = jnp.where(mb_sd >= 1, speedup_at(hw, deploy, target, draft, dec, b_fit), jnp.nan)
     return Crossover(crossover_batch=b_star, crossover_batch_int=jnp.ceil(b_star), status=status,
                      speedup_at_batch_1=s1, max_batch_sd=mb_sd,
                      beyond_memory=(is_cross & (b_star > mb_sd)).astype(dtype), speedup_at_max_batch=s_fit,
-                     pays_again_batch=jnp.where((status != c[Curve.HELPS_THROUGHOUT]) & pays_again, b_back, jnp.nan))
+                     pays_again_batch=jnp.where((status != code(Curve.HELPS_THROUGHOUT)) & pays_again, b_back, jnp.nan))

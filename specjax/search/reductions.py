@@ -21,7 +21,7 @@ from . import optimize as _optimize
 from . import sensitivity as _sensitivity
 from ..errors import SpecError, field_error
 from ..cost.speculative import step
-from ..cost.status import Curve, Point
+from ..cost.status import Curve, Point, code
 
 STEP_OUTPUTS = ("speedup", "tokens_per_step", "t_target_s", "t_draft_s", "t_verify_s", "t_sd_step_s",
                 "throughput_base_tok_s", "throughput_sd_tok_s", "max_batch_base", "max_batch_sd",
@@ -87,7 +87,7 @@ def masked(invalid, **fields):
 
 def invalid_or(invalid, status, status_type):
     """The status code, or `INVALID_INPUT` of `status_type` where the inputs are not physical."""
-    return jnp.where(invalid, jnp.int8(int(status_type.INVALID_INPUT)), status.astype(jnp.int8))
+    return jnp.where(invalid, code(status_type.INVALID_INPUT), status.astype(jnp.int8))
 
 
 def _none(hw, deploy, tgt, draft, dec, invalid, values, cfg):
@@ -127,7 +127,7 @@ def _max_speedup(hw, deploy, tgt, draft, dec, invalid, values, cfg):
     out = masked(invalid, max_speedup=rs.speedup[i_all], batch_at_max_speedup=batches[i_all])
     out.update(masked(invalid | ~feasible.any(), max_speedup_feasible=s_feas[i_feas],
                       batch_at_max_speedup_feasible=batches[i_feas]))
-    status = invalid_or(invalid, jnp.where(feasible.any(), jnp.int8(int(Point.OK)), rs.status[0]), Point)
+    status = invalid_or(invalid, jnp.where(feasible.any(), code(Point.OK), rs.status[0]), Point)
     return out, status, ~invalid & feasible.any()
 
 
