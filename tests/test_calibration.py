@@ -264,3 +264,20 @@ def test_public_data_ships_and_validates():
     df, s = validate.evaluate(rows)
     assert s["rows_scored"] + s["rows_skipped"] == s["rows"] == 248
     assert s["median_ape"] < 0.15 and s["side_accuracy"] > 0.8  # the uncalibrated roofline, as documented
+
+
+def test_an_engine_without_a_profile_gets_the_generic_one(tmp_path):
+    """A CSV row naming an engine specjax has no profile for is predicted with `generic` (pooled over
+    every engine), not with the pure roofline: the engine column says a real engine ran it."""
+    header = HEADER + ",engine\n"
+    rows = ["A,llama-3.1-8b,ngram,,h100-sxm,1,1,3,0.6,,300,bf16,1.5,latency,no,u,hf-eager",
+            "A,llama-3.1-8b,ngram,,h100-sxm,1,1,3,0.6,,300,bf16,1.5,latency,no,u,roofline"]
+    path = tmp_path / "m.csv"
+    path.write_text(header + "\n".join(rows) + "\n")
+    loaded = measured.load(path)
+    assert measured.engine_profile(loaded[0].engine_name).slug == engines.GENERIC
+    df, _ = validate.evaluate(loaded)
+    assert df["engine_profile"].to_list() == ["generic", "roofline"]
+    generic, pure = df["predicted_speedup"].to_list()
+    g = engines.load(engines.GENERIC).values
+    assert g["layer_overhead_s"] > 0 and generic != pytest.approx(pure, rel=1e-3)

@@ -1,12 +1,14 @@
 """Fit the shipped engine profiles (specjax/presets/engines/*.toml) on the public measurements.
 
-    python tools/fit_engines.py            # rewrites vllm.toml, sglang.toml, trtllm.toml
+    python tools/fit_engines.py            # rewrites generic.toml, vllm.toml, sglang.toml, trtllm.toml
 
 As `specjax validate --leave-one-source-out` does per fold (`engine/transfer.fit_profiles`): a pooled
 profile is calibrated on every row of data/measured/*.csv first, then each engine's profile on the
 rows whose engine column names it, starting from the pooled values and holding at them the terms its
 own rows do not identify. Every series is used (no held-out split: the held-out numbers are the
 leave-one-source-out ones in the README). The file lists what was identified and what was held.
+The pooled profile itself is shipped as `generic`: it serves measurement rows of engines with no
+profile of their own.
 """
 
 import pathlib
@@ -21,6 +23,7 @@ from specjax.outputs import io  # noqa: E402
 
 DATA = [ROOT / "data" / "measured" / "public.csv", ROOT / "data" / "measured" / "step_times.csv"]
 OUT = ROOT / "specjax" / "presets" / "engines"
+GENERIC = "Pooled over every engine in the public data (vLLM, SGLang, TensorRT-LLM, T5X): for engines without a profile"
 ENGINES = {"vllm": "vLLM (V1, CUDA graphs), fitted on SpecDecode-Bench's vLLM rows and vLLM issue 20780's step times",
            "sglang": "SGLang (0.5.9), fitted on SpecDecode-Bench's SGLang chain rows (speedups only)",
            "trtllm": "TensorRT-LLM, fitted on the DeepSeek-R1 MTP step times of its B200 tech blog 1"}
@@ -30,10 +33,10 @@ def main():
     rows = [r for path in DATA for r in measured.load(path) if not r.unsupported]
     pooled = calibrate.fit(rows, name="pooled", holdout_fraction=0.0, steps=1500, progress=calibrate.print_progress)
     print("pooled: " + ", ".join(f"{k}={v:.4g}" for k, v in pooled.values.items()))
-    for engine, description in ENGINES.items():
-        sub = [r for r in rows if r.engine_name == engine]
-        cal = calibrate.fit(sub, name=engine, holdout_fraction=0.0, steps=1500, progress=calibrate.print_progress,
-                            prior=pooled.values)
+    for engine, description in {"generic": GENERIC, **ENGINES}.items():
+        sub = rows if engine == "generic" else [r for r in rows if r.engine_name == engine]
+        cal = pooled if engine == "generic" else calibrate.fit(
+            sub, name=engine, holdout_fraction=0.0, steps=1500, progress=calibrate.print_progress, prior=pooled.values)
         _, s = validate.evaluate(sub, cal.profile)
         _, s0 = validate.evaluate(sub, "roofline")
         stats = dict(data=", ".join(str(p.relative_to(ROOT)) for p in DATA), rows=cal.rows,

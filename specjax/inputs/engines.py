@@ -24,6 +24,7 @@ from .presets import read_toml
 PRESET_DIR = pathlib.Path(__file__).parents[1] / "presets" / "engines"
 PURE = "roofline"
 DEFAULT = "vllm"  # what model commands, sweeps and measurement rows use when no engine is named (README)
+GENERIC = "generic"  # pooled over every engine: serves a measurement row whose engine has no profile
 DEFAULTS = {f.name: f.default for f in dataclasses.fields(Hardware) if f.name in catalogue.ENGINE}
 _LABELS = {"name", "description", "source", "fitted", "held", "calibration", "hardware"}
 

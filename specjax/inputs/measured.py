@@ -205,15 +205,16 @@ def check_buildable(rows):
 
 def engine_profile(name, profiles=None):
     """The `EngineProfile` called `name`: from `profiles` (e.g. fitted ones; its key "*" serves every
-    engine it lacks) or the presets; an engine with no profile is predicted with the pure roofline."""
+    engine it lacks) or the presets. An engine with no profile of its own (an engine name the presets
+    do not know, e.g. `hf` or `t5x`) is predicted with the `generic` preset, pooled over every engine:
+    a real engine has overheads, so the pure roofline is the worse guess for it."""
     if profiles and name in profiles:
         return profiles[name]
     if profiles and "*" in profiles:  # a pooled profile serves engines without their own
         return profiles["*"]
-    try:
+    if name == engines.PURE or name in engines.preset_slugs():
         return engines.load(name)
-    except SpecError:
-        return engines.load(engines.PURE)
+    return engines.load(engines.GENERIC)
 
 
 def stack(rows, engine=None, profiles=None, dtype=jnp.float32, roofline="operator"):
