@@ -10,6 +10,7 @@ import functools
 import math
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from .search import crossover as _crossover
@@ -20,8 +21,10 @@ from .cost.status import Curve, Point
 
 
 def finite_or_none(x):
-    """A Python float, or None where it is NaN or infinite (JSON has neither)."""
-    f = float(np.asarray(x))
+    """A Python float, or None where it is NaN or infinite (JSON has neither). A float32 value becomes
+    the shortest decimal that round-trips in float32 (0.7, not 0.699999988079071)."""
+    a = np.asarray(x)
+    f = float(str(a.astype(np.float32))) if a.dtype == np.float32 else float(a)
     return f if math.isfinite(f) else None
 
 
@@ -37,9 +40,41 @@ def to_python(named_tuple):
 _step = jax.jit(step)
 
 
+MAX_DIPS = 8  # dips located exactly for one curve (the count is always exact)
+
+
 @functools.partial(jax.jit, static_argnames=("n_grid",))
-def _find(hw, deploy, target, draft, dec, batch_max, n_grid=96):
-    return _crossover.find(hw, deploy, target, draft, dec, batch_max, n_grid)
+def _find(hw, deploy, target, draft, dec, batch_max, n_grid=_crossover.N_GRID):
+    return _crossover.find(hw, deploy, target, draft, dec, batch_max, n_grid, max_dips=MAX_DIPS)
+
+
+def inputs(scenario):
+    """The resolved inputs of a `Scenario`, echoed with every answer (what was actually evaluated)."""
+    from .inputs import engines, models
+
+    arch = models.load_architecture(scenario.target)
+    return finite(dict(target=scenario.target, drafter=scenario.drafter, draft=scenario.draft,
+                       draft_cost=scenario.draft_cost, hardware=scenario.hardware,
+                       engine=scenario.engine if scenario.engine is not None else engines.PURE,
+                       weight_dtype=scenario.weight_dtype or arch.weight_dtype,
+                       expert_dtype=scenario.expert_dtype or scenario.weight_dtype or arch.expert_dtype,
+                       kv_dtype=scenario.kv_dtype or scenario.weight_dtype or arch.weight_dtype,
+                       compute_dtype=scenario.compute_dtype, k=scenario.k,
+                       alpha=finite_or_none(np.float32(scenario.resolved_alpha())),
+                       accepted_length=scenario.accepted_length, batch=scenario.batch, context=scenario.context,
+                       tp=scenario.tp, roofline=scenario.roofline, memory_fraction=scenario.memory_fraction,
+                       expert_locality=scenario.expert_locality))
+
+
+def finite(obj):
+    """`obj` with every NaN or infinite float replaced by None (JSON has neither), recursively."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
 
 
 def point(scenario, dtype=None):
@@ -54,26 +89,35 @@ def point(scenario, dtype=None):
 
 
 def crossover(scenario, batch_max=65536.0, dtype=None):
-    """Crossover batch of a `Scenario` (its batch is ignored); returns a dict."""
+    """The crossover of a `Scenario`'s speedup curve (its batch is ignored): B_off as `crossover_batch`,
+    the first crossing, the dips, the paying range and the status (MODEL.md 3); returns a dict."""
     return _crossover_dict(_find(*scenario.build(*(dtype,) if dtype else ()), batch_max))
 
 
 def _crossover_dict(found):
-    c = to_python(found)
+    c = to_python(found._replace(dips_from=0.0, dips_to=0.0))
+    del c["dips_from"], c["dips_to"]
     c["status"] = Curve.decode(int(c["status"]))
     c["beyond_memory"] = bool(c["beyond_memory"])
-    for key in ("crossover_batch_int", "max_batch_sd"):
+    for key in ("crossover_batch_int", "max_batch_sd", "n_dips", "grid_points"):
         c[key] = _int_or_none(c[key])
+    c["dips"] = [[finite_or_none(a), finite_or_none(b)] for a, b in zip(found.dips_from, found.dips_to)
+                 if np.isfinite(a)]
+    pays = c.pop("pays_from"), c.pop("pays_to")
+    c["pays_between"] = list(pays) if pays[0] is not None else None
     return c
 
 
-_sens = jax.jit(_sensitivity.crossover_sensitivity)
+_sens = jax.jit(functools.partial(_sensitivity.crossover_sensitivity, max_dips=MAX_DIPS))
 
 
 def sensitivity(scenario, batch_max=65536.0, dtype=None):
-    """Crossover batch and its elasticities / derivatives for every continuous input."""
-    c, deriv, elast = _sens(*scenario.build(*(dtype,) if dtype else ()), batch_max)
+    """Elasticities and derivatives for every continuous input: of the switch-off batch B_off where the
+    curve has one, else of the speedup at the scenario's batch (`of` says which, `at_batch` where)."""
+    c, deriv, elast, of = _sens(*scenario.build(*(dtype,) if dtype else ()), batch_max)
     out = _crossover_dict(c)
+    out["of"] = _sensitivity.OF[int(of)]
+    out["at_batch"] = out["crossover_batch"] if int(of) == 0 else finite_or_none(np.float32(scenario.batch))
     clean = lambda d: {k: finite_or_none(v) for k, v in d.items()}  # noqa: E731
     out["elasticities"] = dict(sorted(clean(elast).items(), key=lambda kv: -abs(kv[1] or 0.0)))
     out["derivatives"] = clean(deriv)
@@ -83,17 +127,41 @@ def sensitivity(scenario, batch_max=65536.0, dtype=None):
 @functools.partial(jax.jit, static_argnames=("k_max", "method"))
 def _opt(hw, deploy, target, draft, dec, batches, batch_max, k_max, method):
     trees = (hw, deploy, target, draft)
-    per = jax.vmap(lambda b: _optimize.best_k(*trees, dec.replace(batch=b), k_max, method))(batches)
-    off = _optimize.switch_off_batch(*trees, dec, k_max, batch_max)
-    return per, off
+
+    def one(b):
+        o = _optimize.best_k(*trees, dec.replace(batch=b), k_max, method)
+        return o, step(*trees, dec.replace(batch=b, k=jnp.maximum(o.k_star, 1.0))).status
+
+    per, status = jax.vmap(one)(batches)
+    env = _optimize.envelope(*trees, dec, k_max, batch_max)
+    mem = step(*trees, dec.replace(batch=jnp.ones_like(dec.batch), k=jnp.asarray(k_max, dec.k.dtype))).max_batch_sd
+    return per, status, env.last_down, env.all_below, mem
 
 
 def optimize(scenario, batches, k_max=16, batch_max=65536.0, dtype=None, method="optax"):
-    """k* (optax search, integer-checked) at each batch, and the switch-off batch."""
+    """k* (optax search, integer-checked) at each batch that fits in memory with the drafter (`status`
+    per batch; k* is None where it does not fit), and the switch-off batch of the best-k envelope, with
+    what bounds it: `pays_up_to` = the switch-off batch, else the largest batch that fits with the
+    drafter at k_max, else the search bound (`pays_up_to_bound`: switch_off | memory | search_bound |
+    never_pays)."""
     hw, deploy, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
     b = np.asarray(batches, dtype=np.asarray(dec.alpha).dtype)
-    per, off = _opt(hw, deploy, tgt, draft, dec, b, batch_max, int(k_max), method)
-    rows = [dict(batch=float(bi), k_star=int(per.k_star[i]), speedup=float(per.speedup[i]),
-                 k_relaxed=finite_or_none(per.k_relaxed[i])) for i, bi in enumerate(b)]
-    off = float(off)
-    return dict(k_star_by_batch=rows, switch_off_batch=off if math.isfinite(off) else None)
+    per, status, off, never, mem = _opt(hw, deploy, tgt, draft, dec, b, batch_max, int(k_max), method)
+    rows = []
+    for i, bi in enumerate(b):
+        st = Point.decode(int(status[i]))
+        fits = st == Point.OK.label
+        rows.append(dict(batch=finite_or_none(bi), status=st, k_star=int(per.k_star[i]) if fits else None,
+                         speedup=finite_or_none(per.speedup[i]) if fits else None,
+                         k_relaxed=finite_or_none(per.k_relaxed[i]) if fits else None))
+    off, mem = finite_or_none(off), float(mem)
+    if bool(never):
+        up_to, bound = None, "never_pays"
+    elif off is not None and off <= min(mem, batch_max):
+        up_to, bound = off, "switch_off"
+    elif mem < batch_max:
+        up_to, bound = max(mem, 0.0), "memory"
+    else:
+        up_to, bound = float(batch_max), "search_bound"
+    return dict(k_star_by_batch=rows, switch_off_batch=off, max_batch_sd=int(mem), batch_bound=float(batch_max),
+                pays_up_to=up_to, pays_up_to_bound=bound, inputs=inputs(scenario))

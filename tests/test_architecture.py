@@ -123,7 +123,8 @@ def test_toy_drafter_and_reduction_through_the_registries_alone(tmp_path):
 
 def test_statuses_are_strings_in_json_and_files(tmp_path):
     assert Point.names() == ("ok", "sd_over_memory", "base_over_memory", "model_does_not_fit", "invalid_input")
-    assert Curve.names() == ("crosses", "never_helps", "helps_throughout", "invalid_input")
+    assert Curve.names() == ("stops_paying", "helps_throughout", "never_helps", "hurts_at_small_batch",
+                             "helps_with_dips", "invalid_input")
     sc = Scenario(target="gpt-oss-120b", hardware="h200", draft_cost=0.1, batch=8, alpha=0.7, kv_dtype="fp8")
     assert json.loads(json.dumps(api.point(sc)))["status"] in Point.names()
     assert api.crossover(sc)["status"] in Curve.names()

@@ -9,7 +9,8 @@ import pytest
 from specjax import crossover
 from specjax.search import optimize, sensitivity
 from specjax.inputs.scenario import Scenario
-from specjax.cost.speculative import Decode
+from specjax.cost.speculative import Decode, step
+from specjax.cost.status import Curve
 
 F64 = jnp.float64
 
@@ -56,8 +57,8 @@ def test_elasticities_match_finite_differences(case):
     sc = Scenario(hardware="h200", **CASES[case])
     hw, dep, t, d, dec = sc.build(F64)
     hw = hw.replace(fixed_overhead_s=F64(2e-5))
-    c, deriv, elast = sensitivity.crossover_sensitivity(hw, dep, t, d, dec)
-    assert int(c.status) == 0
+    c, deriv, elast, of = sensitivity.crossover_sensitivity(hw, dep, t, d, dec)
+    assert int(c.status) == Curve.STOPS_PAYING and int(of) == 0
     b0 = float(c.crossover_batch)
     checked = 0
     for name in sensitivity.INPUTS:
@@ -82,16 +83,34 @@ def test_elasticities_match_finite_differences(case):
 
 def test_seed_elasticities_rank_alpha_and_roofline_first():
     sc = Scenario(hardware="h200", **CASES["moe-pass"])
-    _, _, el = sensitivity.crossover_sensitivity(*sc.build(F64))
+    _, _, el, _ = sensitivity.crossover_sensitivity(*sc.build(F64))
     top = sorted(el, key=lambda n: -abs(float(el[n])))[:5]
     assert {"alpha", "hbm_bytes_per_s", "flops_per_s"} <= set(top)
     assert float(el["top_k"]) < 0 < float(el["n_experts"])  # more experts per token: earlier crossover
 
 
-def test_non_crossing_gives_nan():
-    sc = Scenario(hardware="h200", **{**CASES["dense-pass"], "alpha": 0.0})
-    c, deriv, el = sensitivity.crossover_sensitivity(*sc.build(F64))
-    assert int(c.status) == 1 and all(np.isnan(float(v)) for v in el.values())
+def _speedup_at(trees, batch):
+    h, dp, t, d, x = (trees[n] for n in ("hw", "deploy", "target", "draft", "op"))
+    return float(step(h, dp, t, d, x.replace(batch=F64(batch))).speedup)
+
+
+@pytest.mark.parametrize("batch", [1.0, 48.0])
+def test_no_switch_off_gives_elasticities_of_the_speedup(batch):
+    """A curve with no switch-off batch (here: alpha 0, never helps) gets the elasticities of S at the
+    requested batch, (x / S) dS/dx, checked against central finite differences; `of` says so."""
+    sc = Scenario(hardware="h200", batch=batch, **{**CASES["moe-operator-draft-tp2"], "alpha": 0.05})
+    hw, dep, t, d, dec = sc.build(F64)
+    c, deriv, el, of = sensitivity.crossover_sensitivity(hw, dep, t, d, dec)
+    assert int(c.status) == Curve.NEVER_HELPS and int(of) == 1 and sensitivity.OF[1] == "speedup"
+    trees = {"hw": hw, "deploy": dep, "target": t, "draft": d, "op": dec}
+    s0 = _speedup_at(trees, batch)
+    for name in ("alpha", "hbm_bytes_per_s", "context", "draft_size", "k"):
+        h, (plus, minus) = _perturbed(trees, name, 1e-6)
+        fd = (_speedup_at(plus, batch) - _speedup_at(minus, batch)) / (2 * h)
+        assert float(deriv[name]) == pytest.approx(fd, rel=1e-5, abs=1e-12), name
+        x = 1.0 if len(sensitivity.INPUTS[name][1]) > 1 else float(getattr(trees[sensitivity.INPUTS[name][0]],
+                                                                         sensitivity.INPUTS[name][1][0]))
+        assert float(el[name]) == pytest.approx(fd * x / s0, rel=1e-5, abs=1e-12), name
 
 
 def _random_grid(n, seed=0):
@@ -137,3 +156,23 @@ def test_switch_off_batch_is_where_best_k_stops_paying():
     above = optimize.brute_force(hw, dep, t, d, dec.replace(batch=F64(b * 1.001)))
     assert float(below[0]) >= 1 and float(above[0]) == 0
     assert b > float(crossover.find(hw, dep, t, d, dec).crossover_batch)  # k=1 beats k=2 past B*
+
+
+KINK_CASES = [  # found by a random search: the relaxed optimum sits past a roofline kink of S(k)
+    dict(engine="roofline", alpha=0.9966958, context=16023.601, batch=788.0077),
+    dict(engine="vllm", alpha=0.9830421, context=21541.953, batch=799.26825),
+]
+
+
+@pytest.mark.parametrize("case", KINK_CASES)
+def test_optax_k_star_equals_brute_force_on_a_roofline_kink(case, monkeypatch):
+    """Qwen3-235B with n-gram drafting on 8 MI300X (one roofline per pass): without the integer hill
+    climb the gradient search stops one k past the optimum; with it, k* equals brute force."""
+    sc = Scenario(target="qwen3-235b-a22b", hardware="mi300x", drafter="ngram", tp=8, k=3, roofline="pass", **case)
+    trees = sc.build(jnp.float32)
+    k_bf, s_bf = optimize.brute_force(*trees, 16)
+    got = optimize.search(*trees, 16)
+    assert float(got.k_star) == float(k_bf) and float(got.speedup) == pytest.approx(float(s_bf), rel=1e-6)
+    monkeypatch.setattr(optimize, "CLIMB_STEPS", 0)
+    plain = optimize.search(*trees, 16)
+    assert float(plain.k_star) != float(k_bf) and float(plain.speedup) < float(s_bf) * (1 - 1e-5)  # the defect

@@ -12,6 +12,21 @@ POINT = ["point", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--batch
          "--draft", "eagle3-llama-3.1-8b", "--k", "3", "--alpha", "0.7", "--engine", "roofline"]
 
 
+def replacing(base, extra):
+    """`base` with every option that `extra` gives removed first (an option may appear only once)."""
+    given = {a for a in extra if a.startswith("--")}
+    out, skip = [], False
+    for a in base:
+        if skip:
+            skip = False
+            continue
+        if a in given:
+            skip = True
+            continue
+        out.append(a)
+    return out + extra
+
+
 def run(capsys, args):
     with pytest.raises(SystemExit) as e:
         main(args)
@@ -46,9 +61,12 @@ def test_crossover_json(capsys):
                                 "0.145", "--k", "2", "--alpha", "0.814", "--kv-dtype", "fp8", "--roofline", "pass",
                                 "--engine", "roofline", "--json"])
     c = json.loads(out)
-    assert code == 0 and c["status"] == "crosses" and c["beyond_memory"] is True
-    assert set(c) >= {"crossover_batch", "crossover_batch_int", "status", "speedup_at_batch_1", "max_batch_sd",
-                      "beyond_memory"}
+    assert code == 0 and c["status"] == "stops_paying" and c["beyond_memory"] is True
+    assert set(c) >= {"crossover_batch", "crossover_batch_int", "first_crossing_batch", "dips", "pays_between",
+                      "status", "speedup_at_batch_1", "max_batch_sd", "beyond_memory", "batch_bound", "grid_points",
+                      "inputs"}
+    assert c["inputs"]["alpha"] == 0.814 and c["inputs"]["engine"] == "roofline" and c["inputs"]["kv_dtype"] == "fp8"
+    assert c["dips"] == [] and c["batch_bound"] == 65536 and '"batch": 1,' in out and "0.81399" not in out
     assert c["crossover_batch"] == pytest.approx(1981, rel=0.02)
 
 
@@ -80,7 +98,7 @@ BAD = [
 
 @pytest.mark.parametrize("extra,msg", BAD)
 def test_bad_input_one_line_exit_2(capsys, extra, msg):
-    code, out, err = run(capsys, POINT + extra)
+    code, out, err = run(capsys, replacing(POINT, extra))
     assert code == 2, err
     assert msg in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert out == ""
@@ -121,11 +139,16 @@ def test_sensitivity_and_optimize_json(capsys):
     code, out, _ = run(capsys, ["optimize", *flags, "--batch", "1", "--batch", "256", "--batch", "4096"])
     o = json.loads(out)
     assert code == 0 and [row["batch"] for row in o["k_star_by_batch"]] == [1.0, 256.0, 4096.0]
-    assert all(set(row) >= {"batch", "k_star", "speedup"} for row in o["k_star_by_batch"])
-    assert o["k_star_by_batch"][2]["k_star"] == 0 and o["k_star_by_batch"][2]["speedup"] == 1.0
+    assert all(set(row) >= {"batch", "k_star", "speedup", "status"} for row in o["k_star_by_batch"])
+    assert o["k_star_by_batch"][1]["k_star"] >= 1 and o["k_star_by_batch"][1]["status"] == "ok"
+    # batch 4096 does not fit with the drafter on one H200: no k* there, the status says why
+    assert o["k_star_by_batch"][2]["k_star"] is None and o["k_star_by_batch"][2]["status"] != "ok"
     assert o["switch_off_batch"] == pytest.approx(2754, rel=0.01)
+    assert o["pays_up_to_bound"] == "memory" and o["pays_up_to"] == o["max_batch_sd"] < o["switch_off_batch"]
     code, out, _ = run(capsys, ["sensitivity", *flags[:-1]])
-    assert code == 0 and "crossover batch B* = 1974" in out and "elasticity" in out
+    assert code == 0 and "switch-off batch B_off = 1974" in out and "elasticity" in out
+    code, out, _ = run(capsys, ["optimize", *flags[:-1], "--batch", "1"])
+    assert code == 0 and "the largest batch that fits in memory with the drafter" in out
 
 
 def test_engine_profiles_on_the_command_line(capsys):
@@ -154,3 +177,80 @@ def test_user_engine_file(capsys, tmp_path):
     eng.write_text('name = "bad"\nstep_overhead_s = -1\n')
     code, _, err = run(capsys, args + ["--engine", str(eng)])
     assert code == 2 and "step_overhead_s=-1" in err
+
+
+GPT_OSS_EAGLE = ["crossover", "--target", "gpt-oss-120b", "--hardware", "h200", "--drafter", "eagle", "--draft",
+                 "eagle3-gpt-oss-120b", "--k", "3", "--alpha", "0.7", "--kv-dtype", "fp8"]
+
+
+def test_crossover_reports_the_switch_off_batch_not_the_first_dip(capsys):
+    """The issue's command: on the pure roofline S dips below 1 at batch 1.27 and recovers (2x by batch
+    64); speculation stops paying for good near 1,300. With the default engine profile the overheads
+    fill the dip and the one crossing is B_off."""
+    code, out, _ = run(capsys, GPT_OSS_EAGLE + ["--engine", "roofline", "--json"])
+    c = json.loads(out)
+    assert code == 0 and c["status"] == "stops_paying"
+    assert c["crossover_batch"] == pytest.approx(1343, rel=0.01)
+    assert c["first_crossing_batch"] == pytest.approx(1.267, rel=0.01)
+    assert len(c["dips"]) == 1 and c["dips"][0][0] == pytest.approx(1.267, rel=0.01) and 5 < c["dips"][0][1] < 12
+    assert c["grid_points"] >= 96 and c["batch_bound"] == 65536
+    code, out, _ = run(capsys, GPT_OSS_EAGLE)
+    assert code == 0 and "stops paying at batch B_off = 951" in out and "searched [1, 65536]" in out
+    code, out, _ = run(capsys, GPT_OSS_EAGLE + ["--json"])
+    c = json.loads(out)
+    assert c["inputs"]["engine"] == "vllm" and c["dips"] == [] and c["first_crossing_batch"] == c["crossover_batch"]
+
+
+def test_hurts_at_small_batch_is_not_never_helps(capsys):
+    code, out, _ = run(capsys, ["crossover", "--target", "mixtral-8x22b", "--hardware", "h200", "--drafter", "model",
+                                "--draft", "mixtral-8x7b", "--tp", "4", "--alpha", "0.814", "--engine", "roofline",
+                                "--json"])
+    c = json.loads(out)
+    assert code == 0 and c["status"] == "hurts_at_small_batch" and c["speedup_at_batch_1"] < 1
+    lo, hi = c["pays_between"]
+    assert lo < 2.0 and hi == c["crossover_batch"] > 100 and c["dips"][0][0] == 1
+
+
+def test_sensitivity_always_prints_numbers(capsys):
+    """The README example prints elasticities of B_off; a curve with no switch-off batch gets the
+    speedup's elasticities at --batch, and says so (never 'undefined')."""
+    code, out, _ = run(capsys, ["sensitivity", "--target", "gpt-oss-120b", "--hardware", "h200", "--draft-cost",
+                                "0.145", "--alpha", "0.814", "--kv-dtype", "fp8"])
+    assert code == 0 and "elasticities of the switch-off batch" in out and "undefined" not in out
+    assert len([ln for ln in out.splitlines() if ln.startswith("alpha ")]) == 1
+    args = ["sensitivity", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "ngram", "--alpha", "0.0",
+            "--batch", "8", "--json"]
+    code, out, _ = run(capsys, args)
+    r = json.loads(out)
+    assert code == 0 and r["status"] == "never_helps" and r["of"] == "speedup" and r["at_batch"] == 8
+    assert all(v is not None for v in r["elasticities"].values()) and r["elasticities"]["alpha"] == 0.0
+    assert r["elasticities"]["hbm_bytes_per_s"] != 0
+    code, out, _ = run(capsys, args[:-1])
+    assert code == 0 and "elasticities of the speedup at batch 8" in out
+
+
+def test_repeated_flags(capsys):
+    """point takes a list of batches (a table); any other single-valued option given twice is refused."""
+    base = ["point", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "ngram", "--alpha", "0.7"]
+    code, out, _ = run(capsys, base + ["--batch", "1", "--batch", "32", "--batch", "128", "--json"])
+    r = json.loads(out)
+    assert code == 0 and [p["batch"] for p in r["points"]] == [1, 32, 128]
+    single = {b: json.loads(run(capsys, base + ["--batch", str(b), "--json"])[1])["speedup"] for b in (1, 32, 128)}
+    assert [p["speedup"] for p in r["points"]] == [single[1], single[32], single[128]]
+    code, out, _ = run(capsys, base + ["--batch", "1", "--batch", "32"])
+    assert code == 0 and len([ln for ln in out.splitlines() if ln.split()[:1] in (["1"], ["32"])]) == 2
+    code, out, err = run(capsys, base + ["--batch", "1", "--alpha", "0.8"])
+    assert code == 2 and "--alpha given 2 times" in err and out == ""
+    code, _, err = run(capsys, base + ["--batch", "1", "--k=3", "--k", "4"])
+    assert code == 2 and "--k given 2 times" in err
+
+
+def test_json_numbers_are_short_and_inputs_are_echoed(capsys):
+    code, out, _ = run(capsys, POINT + ["--json"])
+    r = json.loads(out)
+    assert '"alpha": 0.7,' in out and "0.699999" not in out and '"batch": 16,' in out
+    assert r["inputs"] == {"target": "llama-3.1-8b", "drafter": "eagle", "draft": "eagle3-llama-3.1-8b",
+                           "draft_cost": None, "hardware": "h100-sxm", "engine": "roofline", "weight_dtype": "bf16",
+                           "expert_dtype": "bf16", "kv_dtype": "bf16", "compute_dtype": "bf16", "k": 3, "alpha": 0.7,
+                           "accepted_length": None, "batch": 16, "context": 2048, "tp": 1, "roofline": "operator",
+                           "memory_fraction": 0.9, "expert_locality": 0}

@@ -31,8 +31,37 @@ def _message(e):
     return msg
 
 
+def repeated_option(argv):
+    """The first single-valued option given more than once in `argv` (click would silently keep the last),
+    as (flag, count, command), or None. Options that take lists (`multiple`) may repeat."""
+    group = typer.main.get_command(app)
+    words = [a for a in argv if not a.startswith("-")]
+    cmd = group.commands.get(words[0]) if words else None
+    if cmd is None:
+        return None
+    counts = {}
+    for a in argv:
+        flag = a.split("=", 1)[0]
+        if flag.startswith("--"):
+            counts[flag] = counts.get(flag, 0) + 1
+    for param in cmd.params:
+        if getattr(param, "multiple", False) or not getattr(param, "opts", None):
+            continue
+        n = sum(counts.get(o, 0) for o in param.opts if o.startswith("--"))
+        if n > 1:
+            return param.opts[0], n, cmd.name
+    return None
+
+
 def main(argv=None):
     """Console entry point: runs the app, turning bad input into one line on stderr and exit 2."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    rep = repeated_option(argv)
+    if rep:
+        flag, n, cmd = rep
+        print(f"specjax: error: {flag} given {n} times; expected once ({cmd} takes one value; repeat only the "
+              "options whose help says so, or run a sweep)", file=sys.stderr)
+        sys.exit(2)
     try:
         code = app(args=argv, standalone_mode=False, prog_name="specjax")
     except SpecError as e:

@@ -5,12 +5,12 @@ import enum
 import functools
 import inspect
 import json
-import math
 from typing import Annotated, Optional
 
 import typer
 
 from .. import __version__
+from ..api import finite
 from ..inputs import drafters, engines
 from ..errors import SpecError
 from ..inputs.scenario import Scenario
@@ -85,27 +85,42 @@ def scenario(ignore_memory=False, **kw):
     return sc
 
 
-def finite(obj):
-    """`obj` with every NaN or infinite float replaced by None (JSON has neither), recursively."""
+def _json_numbers(obj):
+    """NaN and infinities -> None (`api.finite`); a float with an integer value -> an int (1, not 1.0)."""
     if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
+        return int(obj) if obj.is_integer() and abs(obj) < 2**53 else obj
     if isinstance(obj, dict):
-        return {k: finite(v) for k, v in obj.items()}
+        return {k: _json_numbers(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [finite(v) for v in obj]
+        return [_json_numbers(v) for v in obj]
     return obj
 
 
 def print_json(obj):
-    print(json.dumps(finite(obj), allow_nan=False))
+    print(json.dumps(_json_numbers(finite(obj)), allow_nan=False))
 
 
 def emit(result, as_json):
-    """One JSON object, or a two-column table of the same keys."""
+    """One JSON object, or a two-column table of the same keys (an `inputs` dict as key=value lines)."""
     if as_json:
         print_json(result)
-    else:
-        table(list(result.items()))
+        return
+    table([(k, v) for k, v in result.items() if k != "inputs"])
+    if "inputs" in result:
+        print_inputs(result["inputs"])
+
+
+def print_inputs(inputs):
+    """The resolved inputs as `key=value` pairs, wrapped to 100 columns."""
+    words = [f"{k}={int(v) if isinstance(v, float) and v.is_integer() else v}" for k, v in inputs.items()
+             if v is not None]
+    line = "inputs:"
+    for w in words:
+        if len(line) + 1 + len(w) > 100:
+            print(line)
+            line = "  "
+        line += " " + w
+    print(line)
 
 
 def table(rows):

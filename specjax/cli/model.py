@@ -7,36 +7,101 @@ import typer
 
 from .. import api
 from ..cost import catalogue
-from .app import BatchMax, Json, MethodChoice, app, emit, model_command, print_json, scenario, value
+from .app import (BatchMax, Json, MethodChoice, app, emit, model_command, print_inputs, print_json, scenario,
+                  value)
 
 
 @model_command
-def point(model, batch: Annotated[float, typer.Option(help="Decode batch (sequences).")],
+def point(model,
+          batch: Annotated[list[float], typer.Option(help="Decode batch (sequences); repeat for a table of points.")],
           as_json: Json = False):
-    """Speedup, step times, throughputs and memory at one operating point."""
-    emit(api.point(scenario(batch=batch, **model)), as_json)
+    """Speedup, step times, throughputs and memory at one operating point (or one per --batch)."""
+    for b in batch:
+        catalogue.check("batch", b)
+    results = [api.point(scenario(batch=b, **model)) for b in batch]
+    inputs = api.inputs(scenario(batch=batch[0], **model))
+    if len(results) == 1:
+        emit({**results[0], "inputs": inputs}, as_json)
+        return
+    inputs.pop("batch")
+    if as_json:
+        print_json(dict(points=[{"batch": b, **r} for b, r in zip(batch, results)], inputs=inputs))
+        return
+    cols = ("speedup", "tokens_per_step", "t_target_s", "t_sd_step_s", "max_batch_sd", "status")
+    print(f"{'batch':>8} {'speedup':>8} {'tau':>6} {'T_target ms':>12} {'T_sd ms':>9} {'max batch sd':>13}  status")
+    for b, r in zip(batch, results):
+        v = [r[c] for c in cols]
+        print(f"{b:>8g} {v[0]:>8.4f} {v[1]:>6.3f} {v[2] * 1e3:>12.4f} {v[3] * 1e3:>9.4f} {str(v[4]):>13}  {v[5]}")
+    print_inputs(inputs)
+
+
+def _b(x):
+    """A batch for text: 4 significant digits, whole numbers from 10,000 on (65536, not 6.554e+04)."""
+    return "-" if x is None else (f"{x:.0f}" if abs(x) >= 1e4 else f"{x:.4g}")
 
 
 @model_command
 def crossover(model, batch_max: BatchMax = 65536.0, as_json: Json = False):
-    """Smallest batch at which speculation stops paying (S(B) < 1)."""
-    emit(api.crossover(scenario(**model), batch_max), as_json)
-
-
-@model_command
-def sensitivity(model, batch_max: BatchMax = 65536.0, as_json: Json = False):
-    """What moves the crossover batch: elasticities (%% change of B* per %% change of each input)."""
-    r = api.sensitivity(scenario(**model), batch_max)
+    """Where speculation stops paying: the switch-off batch B_off (last crossing of S = 1), the first
+    crossing, dips and the status of the speedup curve (MODEL.md 3)."""
+    sc = scenario(**model)
+    r = {**api.crossover(sc, batch_max), "inputs": api.inputs(sc)}
     if as_json:
         print_json(r)
         return
-    if r["crossover_batch"] is None:
-        print(f"no crossover ({r['status']}): sensitivities are undefined")
+    print(crossover_text(r))
+    print_inputs(r["inputs"])
+
+
+def crossover_text(r):
+    """The answer of `crossover` in a few lines (also used by `sensitivity`)."""
+    st, off = r["status"], r["crossover_batch"]
+    mem = r["max_batch_sd"]
+    lines = {"stops_paying": f"speculation stops paying at batch B_off = {_b(off)} (status {st})",
+             "helps_throughout": f"speculation pays at every batch up to the bound {_b(r['batch_bound'])} "
+                                 f"(status {st})",
+             "never_helps": f"speculation never pays on [1, {_b(r['batch_bound'])}] (status {st})",
+             "hurts_at_small_batch": "speculation hurts at small batch and pays between {} and {} (status {})".format(
+                 *map(_b, r["pays_between"] or [None, None]), st),
+             "helps_with_dips": f"speculation pays at batch 1 and at the bound {_b(r['batch_bound'])}, with dips "
+                                f"(status {st})"}
+    out = [lines.get(st, f"status {st}")]
+    if off is not None and st != "stops_paying":
+        out.append(f"switch-off batch B_off = {_b(off)}")
+    out.append(f"first batch with S < 1: {_b(r['first_crossing_batch'])}; S(1) = {_b(r['speedup_at_batch_1'])}")
+    if r["dips"]:
+        out.append("dips (S < 1): " + ", ".join(f"[{_b(a)}, {_b(b)}]" for a, b in r["dips"]))
+    fit = f"largest batch that fits with the drafter: {mem}" if mem else "the drafter does not fit at batch 1"
+    out.append(fit + (" (B_off is beyond it)" if r["beyond_memory"] else "")
+               + f"; searched [1, {_b(r['batch_bound'])}] at {r['grid_points']} points")
+    return "\n".join(out)
+
+
+@model_command
+def sensitivity(model, batch: Annotated[float, typer.Option(
+                    help="Batch at which the speedup's elasticities are given when the curve has no switch-off "
+                         "batch.")] = 1.0,
+                batch_max: BatchMax = 65536.0, as_json: Json = False):
+    """What moves the switch-off batch B_off: elasticities (%% change of B_off per %% change of each input);
+    without a switch-off batch, the elasticities of the speedup at --batch."""
+    catalogue.check("batch", batch)
+    sc = scenario(batch=batch, **model)
+    r = {**api.sensitivity(sc, batch_max), "inputs": api.inputs(sc)}
+    if as_json:
+        print_json(r)
         return
-    print(f"crossover batch B* = {r['crossover_batch']:.2f} ({r['status']})\n")
-    print(f"{'input':<18} {'elasticity':>11} {'dB*/dinput':>14}")
+    print(crossover_text(r) + "\n")
+    if r["of"] == "crossover_batch":
+        print(f"elasticities of the switch-off batch B_off = {_b(r['at_batch'])}:")
+        head = "dB_off/dinput"
+    else:
+        print(f"no switch-off batch: elasticities of the speedup at batch {_b(r['at_batch'])}:")
+        head = "dS/dinput"
+    print(f"{'input':<18} {'elasticity':>11} {head:>14}")
     for name, e in r["elasticities"].items():
-        print(f"{name:<18} {e:>11.4f} {r['derivatives'][name]:>14.6g}")
+        d = r["derivatives"][name]
+        print(f"{name:<18} {('-' if e is None else f'{e:.4f}'):>11} {('-' if d is None else f'{d:.6g}'):>14}")
+    print_inputs(r["inputs"])
 
 
 @model_command
@@ -46,7 +111,7 @@ def optimize(model,
              method: Annotated[MethodChoice, typer.Option(help="optax (gradient search) | brute (every integer k).")
                                ] = MethodChoice.optax,
              batch_max: BatchMax = 65536.0, as_json: Json = False):
-    """Best draft length k* at each batch, and the batch beyond which speculation should be off."""
+    """Best draft length k* at each batch that fits, and the batch beyond which speculation should be off."""
     sc = scenario(**model)
     batches = batch or [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
     for b in batches:
@@ -55,11 +120,18 @@ def optimize(model,
     if as_json:
         print_json(r)
         return
-    print(f"{'batch':>8} {'k*':>4} {'speedup':>9}")
+    print(f"{'batch':>8} {'k*':>4} {'speedup':>9}  status")
     for row in r["k_star_by_batch"]:
-        print(f"{row['batch']:>8g} {row['k_star']:>4d} {row['speedup']:>9.4f}")
-    off = r["switch_off_batch"]
-    print(f"\nswitch speculation off above batch {off:.1f}" if off else "\nspeculation pays up to the batch bound")
+        k_s = "-" if row["k_star"] is None else str(row["k_star"])
+        s_s = "-" if row["speedup"] is None else f"{row['speedup']:.4f}"
+        print(f"{row['batch']:>8g} {k_s:>4} {s_s:>9}  {row['status']}")
+    bound, up_to = r["pays_up_to_bound"], r["pays_up_to"]
+    print("\n" + {"switch_off": f"switch speculation off above batch {_b(up_to)} (the best k no longer pays there)",
+                  "memory": f"speculation pays up to batch {_b(up_to)}: the largest batch that fits in memory with "
+                            f"the drafter (k = {k_max})",
+                  "search_bound": f"speculation pays up to the search bound {_b(up_to)} (--batch-max)",
+                  "never_pays": "speculation never pays here (k* = 0 at every batch)"}[bound])
+    print_inputs(r["inputs"])
 
 
 @app.command()

@@ -42,12 +42,14 @@ class Point(_Status):
 
 
 class Curve(_Status):
-    """Status of a speedup curve over batch (crossover reductions)."""
+    """Status of a speedup curve S(B) on [1, batch bound] (MODEL.md 3)."""
 
-    CROSSES = 0
-    NEVER_HELPS = 1
-    HELPS_THROUGHOUT = 2
-    INVALID_INPUT = 3
+    STOPS_PAYING = 0            # S >= 1 at batch 1, S < 1 beyond the switch-off batch B_off
+    HELPS_THROUGHOUT = 1        # S >= 1 on the whole range
+    NEVER_HELPS = 2             # S < 1 on the whole range
+    HURTS_AT_SMALL_BATCH = 3    # S < 1 at batch 1 but S >= 1 somewhere (pays_between says where)
+    HELPS_WITH_DIPS = 4         # S >= 1 at batch 1 and at the bound, S < 1 in between (the dips)
+    INVALID_INPUT = 5
 
 
 def code(member, dtype=np.int8):

@@ -32,13 +32,22 @@ def speedup_grid(scenarios, batches):
 
 
 def optimal_k_grid(scenario, alphas, batches, k_max=16):
-    """k* (optax search) over alphas x batches for one `Scenario`."""
+    """k* (optax search) over alphas x batches for one `Scenario`; k* and its speedup are null where the
+    batch does not fit in memory with the drafter (`status`), as in `api.optimize`."""
     hw, deploy, tgt, dr, dec = scenario.build()
     a, b = np.meshgrid(np.asarray(alphas, np.float32), np.asarray(batches, np.float32), indexing="ij")
-    fn = jax.jit(jax.vmap(lambda x, y: search(hw, deploy, tgt, dr, dec.replace(alpha=x, batch=y), k_max)))
-    o = fn(a.ravel(), b.ravel())
-    return pl.DataFrame(dict(alpha=a.ravel(), batch=b.ravel(), k_star=np.asarray(o.k_star),
-                             speedup=np.asarray(o.speedup)))
+
+    def one(x, y):
+        d = dec.replace(alpha=x, batch=y)
+        o = search(hw, deploy, tgt, dr, d, k_max)
+        return o, step(hw, deploy, tgt, dr, d.replace(k=jnp.maximum(o.k_star, 1.0))).status
+
+    o, status = jax.jit(jax.vmap(one))(a.ravel(), b.ravel())
+    ok = np.asarray(status) == int(Point.OK)
+    return pl.DataFrame(dict(alpha=a.ravel(), batch=b.ravel(),
+                             k_star=pl.Series(np.asarray(o.k_star)).set(pl.Series(~ok), None),
+                             speedup=pl.Series(np.asarray(o.speedup)).set(pl.Series(~ok), None),
+                             status=list(Point.decode(np.asarray(status)))))
 
 
 def roofline_points(hw, deploy, model, batches, k, context):

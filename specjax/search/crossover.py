@@ -1,34 +1,50 @@
-"""Crossover batch B*: the smallest real B >= 1 with S(B) < 1 (MODEL.md section 3).
+"""Crossover of the speedup curve S(B) = 1 (MODEL.md section 3).
 
-S need not be monotone in B (MoE: rises then falls; long context: can rise again), so S is
-bracketed on a log grid of B in [1, batch_max] and the first sign change refined by bisection
-in log B. Pure and vmappable; `lax.fori_loop` for the bisection.
-Statuses (`status.Curve`): crosses, never_helps (S(1) < 1), helps_throughout (no crossing up to batch_max).
-Because S can dip below 1 and recover (an MoE target verifying k+1 tokens per sequence touches more
-experts at small batch), `pays_again_batch` reports where S climbs back to 1 after B*, if it does.
+S need not be monotone in B (an MoE target verifying k+1 tokens per sequence touches more experts at
+small batch, so S can start below 1 or dip below 1 and recover; long contexts can make it rise again),
+so the curve is searched on [1, batch_bound] for every sign change of S - 1 (`_search.sign_changes`:
+log grid plus derivative, extrema inside a grid step refined, crossings bisected in log B). Reported:
+
+- `crossover_batch` = B_off, the switch-off batch: the last crossing from S >= 1 to S < 1 below the
+  bound, beyond which speculation never pays again (NaN if S >= 1 at the bound, or never >= 1);
+- `first_crossing_batch`: the first batch with S < 1 (1 if S(1) < 1);
+- the dips: intervals [from, to] below B_off where S < 1 (`n_dips`, and their ends with `max_dips`);
+- `pays_from` / `pays_to` for `hurts_at_small_batch` curves: from the first batch where S >= 1 to
+  B_off (or the bound);
+- a `status.Curve`, the memory-feasible batch with the drafter and whether B_off exceeds it, the
+  bound and how many points were sampled.
+Pure and vmappable.
 """
 
 from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from ..cost._search import first_crossing
+from ..cost._search import sign_changes
 from ..cost.precision import float_dtype
 from ..cost.speculative import step
 from ..cost.status import Curve, code
 
+N_GRID = 96        # log-grid points on [1, batch bound] (default)
+N_REFINE = 4       # grid steps whose interior extremum is located and sampled
+
 
 class Crossover(NamedTuple):
-    """B* (NaN unless status is crosses), its ceiling, status code, S(1), memory context."""
-
-    crossover_batch: float
-    crossover_batch_int: float
-    status: int            # a `status.Curve` code (int8)
+    crossover_batch: float        # B_off (NaN unless S < 1 at the bound after paying somewhere)
+    crossover_batch_int: float    # ceil(B_off)
+    first_crossing_batch: float   # first batch with S < 1 (NaN if S >= 1 throughout)
+    pays_from: float              # hurts_at_small_batch: first batch with S >= 1 (NaN otherwise)
+    pays_to: float                # ... and where paying ends: B_off, or the bound
+    n_dips: float                 # intervals with S < 1 below B_off
+    status: int                   # a `status.Curve` code (int8)
     speedup_at_batch_1: float
-    max_batch_sd: float
-    beyond_memory: float   # 1.0 if B* exceeds the memory-feasible batch with the drafter
-    speedup_at_max_batch: float  # S at the largest batch that fits with the drafter (NaN if none fits)
-    pays_again_batch: float  # first batch above B* where S >= 1 again (NaN if none up to batch_max)
+    max_batch_sd: float           # largest batch that fits with the drafter
+    beyond_memory: float          # 1.0 if B_off exceeds `max_batch_sd`
+    speedup_at_max_batch: float   # S at the largest batch that fits with the drafter (NaN if none fits)
+    batch_bound: float            # upper end of the search
+    grid_points: float            # points sampled (log grid + refined extrema)
+    dips_from: jnp.ndarray        # (max_dips,) dip starts, NaN padded
+    dips_to: jnp.ndarray          # (max_dips,) dip ends
 
 
 def speedup_at(hw, deploy, target, draft, dec, batch):
@@ -36,29 +52,41 @@ def speedup_at(hw, deploy, target, draft, dec, batch):
     return step(hw, deploy, target, draft, dec.replace(batch=batch)).speedup
 
 
-def find(hw, deploy, target, draft, dec, batch_max=65536.0, n_grid=96, n_bisect=40):
-    """Locate the crossover batch. `dec.batch` is ignored.
+def curve_status(c):
+    """The `status.Curve` code of a `SignChanges` of S - 1."""
+    return jnp.where(c.all_below, code(Curve.NEVER_HELPS),
+                     jnp.where(~c.any_below, code(Curve.HELPS_THROUGHOUT),
+                               jnp.where(c.below_first, code(Curve.HURTS_AT_SMALL_BATCH),
+                                         jnp.where(c.below_last, code(Curve.STOPS_PAYING),
+                                                   code(Curve.HELPS_WITH_DIPS)))))
+
+
+def find(hw, deploy, target, draft, dec, batch_max=65536.0, n_grid=N_GRID, n_bisect=40, max_dips=0):
+    """Search S(B) on [1, batch_max]. `dec.batch` is ignored.
 
     Args:
       hw, deploy, target, draft, dec: as in `speculative.step`.
-      batch_max: upper end of the search (sequences). n_grid: log-grid points (static).
-      n_bisect: bisection steps in log B (static).
+      batch_max: the batch bound (sequences). n_grid: log-grid points; n_bisect: halvings per crossing;
+      max_dips: how many dips to locate exactly (static; the count `n_dips` is always exact).
 
     Returns:
       `Crossover`.
     """
     dtype = float_dtype(dec.alpha)
-    b_star, r, crosses, b_back, pays_again = first_crossing(
-        lambda res: res.speedup < 1.0, lambda b: step(hw, deploy, target, draft, dec.replace(batch=b)),
-        batch_max, n_grid, n_bisect, dtype)
-    s1, mb_sd = r.speedup[0], r.max_batch_sd[0]
-    status = jnp.where(s1 < 1.0, code(Curve.NEVER_HELPS),
-                       jnp.where(crosses, code(Curve.CROSSES), code(Curve.HELPS_THROUGHOUT)))
-    is_cross = status == code(Curve.CROSSES)
-    b_star = jnp.where(is_cross, b_star, jnp.nan)
-    b_fit = jnp.clip(jnp.minimum(mb_sd, batch_max), 1.0, None)
-    s_fit = jnp.where(mb_sd >= 1, speedup_at(hw, deploy, target, draft, dec, b_fit), jnp.nan)
-    return Crossover(crossover_batch=b_star, crossover_batch_int=jnp.ceil(b_star), status=status,
-                     speedup_at_batch_1=s1, max_batch_sd=mb_sd,
-                     beyond_memory=(is_cross & (b_star > mb_sd)).astype(dtype), speedup_at_max_batch=s_fit,
-                     pays_again_batch=jnp.where((status != code(Curve.HELPS_THROUGHOUT)) & pays_again, b_back, jnp.nan))
+    c = sign_changes(lambda b: step(hw, deploy, target, draft, dec.replace(batch=b)), lambda r: r.speedup - 1.0,
+                     batch_max, n_grid, n_bisect, dtype, n_refine=N_REFINE, max_dips=max_dips)
+    s1, mb_sd = c.outputs.speedup[0], c.outputs.max_batch_sd[0]
+    status = curve_status(c)
+    b_off = c.last_down
+    bound = jnp.asarray(batch_max, dtype)
+    hurts = status == code(Curve.HURTS_AT_SMALL_BATCH)
+    nan = jnp.asarray(jnp.nan, dtype)
+    b_fit = jnp.clip(jnp.minimum(mb_sd, bound), 1.0, None)
+    s_fit = jnp.where(mb_sd >= 1, speedup_at(hw, deploy, target, draft, dec, b_fit), nan)
+    return Crossover(crossover_batch=b_off, crossover_batch_int=jnp.ceil(b_off),
+                     first_crossing_batch=c.first_below, pays_from=jnp.where(hurts, c.first_up, nan),
+                     pays_to=jnp.where(hurts, jnp.where(jnp.isfinite(b_off), b_off, bound), nan),
+                     n_dips=c.n_up.astype(dtype), status=status, speedup_at_batch_1=s1, max_batch_sd=mb_sd,
+                     beyond_memory=(jnp.isfinite(b_off) & (b_off > mb_sd)).astype(dtype), speedup_at_max_batch=s_fit,
+                     batch_bound=bound, grid_points=jnp.asarray(c.samples, dtype),
+                     dips_from=c.dips_from, dips_to=c.dips_to)

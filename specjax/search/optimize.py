@@ -3,8 +3,10 @@
 k is relaxed to a real number in [1, k_max]; `optax.adam` with a cosine-decayed step size
 maximises log S from several starting points (vmapped), each iterate projected back with
 `optax.projections.projection_box` inside a `lax.scan`. The integers either side of every
-end point are then evaluated exactly and the best kept; k* = 0 ("switch speculation off")
-when no k >= 1 gives S > 1. Pure and vmappable over a grid of configurations.
+end point are then evaluated exactly, and from the best of them an integer hill climb (k - 1,
+k + 1, a few steps) finishes the search: the relaxed objective has kinks where an operator turns
+compute-bound, and a gradient step can stop on the wrong side of one. k* = 0 ("switch speculation
+off") when no k >= 1 gives S > 1. Pure and vmappable over a grid of configurations.
 """
 
 from typing import NamedTuple
@@ -13,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from ..cost._search import first_crossing
+from ..cost._search import sign_changes
 from ..cost.precision import float_dtype
 from ..cost.speculative import step
 
@@ -26,6 +28,9 @@ class Optimum(NamedTuple):
 
 def _log_speedup(k, hw, deploy, target, draft, dec):
     return jnp.log(step(hw, deploy, target, draft, dec.replace(k=k)).speedup)
+
+
+CLIMB_STEPS = 4  # integer hill-climb steps after the gradient search
 
 
 def search(hw, deploy, target, draft, dec, k_max=16, starts=(1.0, 4.0, 10.0), steps=60, learning_rate=0.5):
@@ -50,12 +55,23 @@ def search(hw, deploy, target, draft, dec, k_max=16, starts=(1.0, 4.0, 10.0), st
         return k
 
     ends = jax.vmap(one_start)(k0)
+    s_of = lambda k: step(hw, deploy, target, draft, dec.replace(k=k)).speedup  # noqa: E731
     cands = jnp.clip(jnp.concatenate([jnp.floor(ends), jnp.ceil(ends)]), 1.0, k_hi)
-    s = jax.vmap(lambda k: step(hw, deploy, target, draft, dec.replace(k=k)).speedup)(cands)
+    s = jax.vmap(s_of)(cands)
     best = jnp.argmax(s)
-    s_cont = jax.vmap(lambda k: step(hw, deploy, target, draft, dec.replace(k=k)).speedup)(ends)
-    helps = s[best] > 1.0
-    return Optimum(k_star=jnp.where(helps, cands[best], 0.0), speedup=jnp.where(helps, s[best], 1.0),
+
+    def climb(_, ks):  # one integer step towards the better neighbour, if it is better
+        k, sk = ks
+        nb = jnp.clip(jnp.stack([k - 1.0, k + 1.0]), 1.0, k_hi)
+        snb = jax.vmap(s_of)(nb)
+        i = jnp.argmax(snb)
+        up = snb[i] > sk
+        return jnp.where(up, nb[i], k), jnp.where(up, snb[i], sk)
+
+    k_best, s_best = jax.lax.fori_loop(0, CLIMB_STEPS, climb, (cands[best], s[best]))
+    s_cont = jax.vmap(s_of)(ends)
+    helps = s_best > 1.0
+    return Optimum(k_star=jnp.where(helps, k_best, 0.0), speedup=jnp.where(helps, s_best, 1.0),
                    k_relaxed=ends[jnp.argmax(s_cont)])
 
 
@@ -80,16 +96,20 @@ def brute_force(hw, deploy, target, draft, dec, k_max=16):
 
 
 def best_speedup(hw, deploy, target, draft, dec, batch, k_max=16):
-    """Envelope max over integer k of S at `batch` (used to locate the switch-off batch)."""
-    return brute_force(hw, deploy, target, draft, dec.replace(batch=batch), k_max)[1]
+    """Envelope max over integer k = 1..k_max of S at `batch` (below 1 where no k pays)."""
+    ks = jnp.arange(1, k_max + 1, dtype=float_dtype(dec.alpha))
+    return jnp.max(jax.vmap(lambda k: step(hw, deploy, target, draft, dec.replace(batch=batch, k=k)).speedup)(ks))
 
 
 def switch_off_batch(hw, deploy, target, draft, dec, k_max=16, batch_max=65536.0, n_grid=96, n_bisect=40):
-    """Smallest batch at which even the best integer k gives S <= 1 (NaN if none up to batch_max).
+    """The batch beyond which even the best integer k no longer pays: the last crossing of the envelope
+    max_k S(B, k) from >= 1 to < 1 below `batch_max` (NaN if it still pays at the bound, or never).
 
-    Same bracketing as `crossover.find`, on the envelope max_k S(B, k)."""
-    dtype = float_dtype(dec.alpha)
-    b, _, any_off, _, _ = first_crossing(lambda env: env <= 1.0,
-                                   lambda x: best_speedup(hw, deploy, target, draft, dec, x, k_max),
-                                   batch_max, n_grid, n_bisect, dtype)
-    return jnp.where(any_off, b, jnp.nan)
+    The same search as `crossover.find` (MODEL.md 3), on the envelope."""
+    return envelope(hw, deploy, target, draft, dec, k_max, batch_max, n_grid, n_bisect).last_down
+
+
+def envelope(hw, deploy, target, draft, dec, k_max=16, batch_max=65536.0, n_grid=96, n_bisect=40):
+    """`_search.SignChanges` of max_k S(B, k) - 1 on [1, batch_max]."""
+    return sign_changes(lambda x: best_speedup(hw, deploy, target, draft, dec, x, k_max), lambda env: env - 1.0,
+                        batch_max, n_grid, n_bisect, float_dtype(dec.alpha))

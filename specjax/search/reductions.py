@@ -26,6 +26,8 @@ from ..cost.status import Curve, Point, code
 STEP_OUTPUTS = ("speedup", "tokens_per_step", "t_target_s", "t_draft_s", "t_verify_s", "t_sd_step_s",
                 "throughput_base_tok_s", "throughput_sd_tok_s", "max_batch_base", "max_batch_sd",
                 "verify_compute_bound")
+CROSSOVER_OUTPUTS = ("crossover_batch", "crossover_batch_int", "first_crossing_batch", "pays_from", "pays_to",
+                     "n_dips", "speedup_at_batch_1", "max_batch_sd", "speedup_at_max_batch")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,13 +101,12 @@ def _none(hw, deploy, tgt, draft, dec, invalid, values, cfg):
 
 def _crossover_kernel(hw, deploy, tgt, draft, dec, invalid, values, cfg):
     trees = (hw, deploy, tgt, draft, dec)
-    if cfg.sensitivity:
-        c, _, el = _sensitivity.crossover_sensitivity(*trees, cfg.batch_max, cfg.batch_points)
+    if cfg.sensitivity:  # elasticities of B_off; null where the curve has none
+        c, _, el, of = _sensitivity.crossover_sensitivity(*trees, cfg.batch_max, cfg.batch_points)
+        el = {n: jnp.where(of == 0, v, jnp.nan) for n, v in el.items()}
     else:
         c, el = _crossover.find(*trees, cfg.batch_max, cfg.batch_points), {}
-    out = masked(invalid, **{f: getattr(c, f) for f in ("crossover_batch", "crossover_batch_int",
-                                                         "speedup_at_batch_1", "max_batch_sd",
-                                                         "speedup_at_max_batch", "pays_again_batch")},
+    out = masked(invalid, **{f: getattr(c, f) for f in CROSSOVER_OUTPUTS},
                  **{f"elasticity_{n}": el[n] for n in cfg.sensitivity})
     out["beyond_memory"] = (c.beyond_memory > 0) & ~invalid
     return out, invalid_or(invalid, c.status, Curve), ~invalid & jnp.isfinite(c.speedup_at_batch_1)
@@ -136,7 +137,8 @@ register(Reduction("crossover", _crossover_kernel, Curve, per_row=lambda spec: s
                    searches=("batch",),
                    summary=(("crossover_batch", ("min", "median", "max")), ("beyond_memory", ("mean",)),
                             ("speedup_at_max_batch", ("median",))),
-                   share_of=(Curve.CROSSES, Curve.NEVER_HELPS, Curve.HELPS_THROUGHOUT)))
+                   share_of=(Curve.STOPS_PAYING, Curve.HELPS_THROUGHOUT, Curve.NEVER_HELPS,
+                             Curve.HURTS_AT_SMALL_BATCH, Curve.HELPS_WITH_DIPS)))
 register(Reduction("best_k", _best_k, Point, per_row=lambda spec: spec.k_max, searches=("k",), needs_batch=True,
                    summary=(("speedup_k_star", ("min", "max")),)))
 register(Reduction("max_speedup", _max_speedup, Point, per_row=lambda spec: len(spec.axes["batch"]),

@@ -1,15 +1,18 @@
-"""Sensitivity of the crossover batch B* to every continuous input (MODEL.md section 3).
+"""Sensitivity of the switch-off batch B_off to every continuous input (MODEL.md section 3).
 
-At B*, S(B*, theta) = 1, so by the implicit function theorem
-    dB*/dtheta = -(dS/dtheta) / (dS/dB),
+At B_off, S(B_off, theta) = 1, so by the implicit function theorem
+    dB_off/dtheta = -(dS/dtheta) / (dS/dB),
 with both partials from `jax.grad` of the one-point kernel. Elasticities are
-(theta / B*) dB*/dtheta: percent change of B* per percent change of the input. Grouped inputs
+(theta / B_off) dB_off/dtheta: percent change of B_off per percent change of the input. Where the
+curve has no switch-off batch (it helps throughout, never helps, or pays again at the bound), the same
+gradient gives the elasticities of the speedup itself at a requested batch, (theta / S) dS/dtheta, and
+`of` says which (`OF`). Grouped inputs
 (`draft_size`, `target_size`, `expert_size`) are uniform scalings of several leaves; their
-derivative is dB*/ds at s = 1 and their elasticity the sum of the leaves' elasticities.
+derivative is d/ds at s = 1 and their elasticity the sum of the leaves' elasticities.
 
 At a roofline knee (t_math == t_mem for some operator at B* or at the perturbed point)
 `jnp.maximum` splits the gradient 0.5/0.5, so the value is the average of the two one-sided
-derivatives; finite differences there disagree by design. Non-crossing points give NaN.
+derivatives; finite differences there disagree by design.
 """
 
 import jax
@@ -18,7 +21,6 @@ import jax.numpy as jnp
 from ..cost import catalogue
 from . import crossover as _crossover
 from ..cost.speculative import step
-from ..cost.status import Curve
 
 # name -> (pytree, leaf names); a single leaf is a plain input, several are one uniform scaling.
 INPUTS = {n: (i.tree, i.leaves) for n, i in catalogue.SENSITIVITY.items()}
@@ -28,35 +30,53 @@ def _speedup(batch, hw, deploy, target, draft, dec):
     return step(hw, deploy, target, draft, dec.replace(batch=batch)).speedup
 
 
+OF = ("crossover_batch", "speedup")  # what the elasticities are of: index 0 at B_off, 1 at a requested batch
+
+
+def _partials(hw, deploy, target, draft, dec, batch):
+    """dS/dB and dS/d(every sensitivity input) at `batch`: (dS/dB, {name: (value, dS/dinput)})."""
+    values = (hw, deploy, target, draft, dec)
+    grads = jax.grad(_speedup, argnums=(0, 1, 2, 3, 4, 5))(batch, *values)
+    trees = dict(zip(catalogue.TREES, zip(values, grads[1:])))
+    out = {}
+    for name, (tree, leaves) in INPUTS.items():
+        vals, g = trees[tree]
+        if len(leaves) == 1:
+            out[name] = (getattr(vals, leaves[0]), getattr(g, leaves[0]))
+        else:  # uniform scaling s of several leaves, at s = 1
+            out[name] = (jnp.ones_like(batch), sum(getattr(vals, leaf) * getattr(g, leaf) for leaf in leaves))
+    return grads[0], out
+
+
 def at_batch(hw, deploy, target, draft, dec, batch):
-    """Implicit-function derivatives of B* at a known crossing `batch`.
+    """Implicit-function derivatives of B_off at a known crossing `batch`.
 
     Returns:
       (derivatives, elasticities): dicts keyed by `INPUTS` names, scalars each.
     """
-    values = (hw, deploy, target, draft, dec)
-    grads = jax.grad(_speedup, argnums=(0, 1, 2, 3, 4, 5))(batch, *values)
-    ds_db = grads[0]
-    trees = dict(zip(catalogue.TREES, zip(values, grads[1:])))
-    deriv, elast = {}, {}
-    for name, (tree, leaves) in INPUTS.items():
-        values, g = trees[tree]
-        if len(leaves) == 1:
-            x = getattr(values, leaves[0])
-            d = -getattr(g, leaves[0]) / ds_db
-            deriv[name], elast[name] = d, d * x / batch
-        else:  # uniform scaling s of several leaves, at s = 1
-            d = -sum(getattr(values, leaf) * getattr(g, leaf) for leaf in leaves) / ds_db
-            deriv[name], elast[name] = d, d / batch
-    return deriv, elast
+    ds_db, parts = _partials(hw, deploy, target, draft, dec, batch)
+    deriv = {n: -ds / ds_db for n, (_, ds) in parts.items()}
+    return deriv, {n: deriv[n] * parts[n][0] / batch for n in parts}
 
 
-def crossover_sensitivity(hw, deploy, target, draft, dec, batch_max=65536.0, n_grid=96):
-    """Find B* and its sensitivities. Returns (Crossover, derivatives, elasticities); NaN where
-    the status is not `crosses`."""
-    c = _crossover.find(hw, deploy, target, draft, dec, batch_max, n_grid)
-    crosses = c.status == int(Curve.CROSSES)
-    b = jax.lax.stop_gradient(jnp.where(crosses, c.crossover_batch, 1.0))
-    deriv, elast = at_batch(hw, deploy, target, draft, dec, b)
-    nan = lambda d: {k: jnp.where(crosses, v, jnp.nan) for k, v in d.items()}  # noqa: E731
-    return c, nan(deriv), nan(elast)
+def of_speedup(hw, deploy, target, draft, dec, batch):
+    """Derivatives dS/dinput and elasticities (input / S) dS/dinput of the speedup at `batch`."""
+    _, parts = _partials(hw, deploy, target, draft, dec, batch)
+    s = _speedup(batch, hw, deploy, target, draft, dec)
+    return {n: ds for n, (_, ds) in parts.items()}, {n: ds * x / s for n, (x, ds) in parts.items()}
+
+
+def crossover_sensitivity(hw, deploy, target, draft, dec, batch_max=65536.0, n_grid=96, max_dips=0):
+    """Find B_off and its sensitivities; where there is no B_off, the sensitivities of S at `dec.batch`.
+
+    Returns:
+      (Crossover, derivatives, elasticities, of): `of` indexes `OF` (0: of B_off, 1: of the speedup).
+    """
+    c = _crossover.find(hw, deploy, target, draft, dec, batch_max, n_grid, max_dips=max_dips)
+    has_off = jnp.isfinite(c.crossover_batch)
+    b = jax.lax.stop_gradient(jnp.where(has_off, c.crossover_batch, dec.batch))
+    ds_db, parts = _partials(hw, deploy, target, draft, dec, b)  # one gradient serves both meanings
+    s = jnp.where(has_off, 1.0, _speedup(b, hw, deploy, target, draft, dec))
+    deriv = {n: jnp.where(has_off, -ds / ds_db, ds) for n, (_, ds) in parts.items()}
+    elast = {n: deriv[n] * x / jnp.where(has_off, b, s) for n, (x, _) in parts.items()}
+    return c, deriv, elast, jnp.where(has_off, 0, 1).astype(jnp.int8)
