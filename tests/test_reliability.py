@@ -43,7 +43,10 @@ def sweep_case(text, expect, name="s.toml"):
 
 
 def with_point(extra, expect):
-    return ({}, POINT + extra, expect)
+    """POINT with the options of `extra` replacing its own (an option may be given once)."""
+    given = {a for a in extra if a.startswith("--")}
+    base = [a for i, a in enumerate(POINT) if a not in given and not (i and POINT[i - 1] in given)]
+    return ({}, base + extra, expect)
 
 
 def hw_case(text, expect, name="gpu.toml"):

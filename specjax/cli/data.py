@@ -194,19 +194,28 @@ def plot(kind: Annotated[PlotKind, typer.Argument(help="What to draw.")],
     from ..outputs import curves, plots
 
     kind, drafter, roofline = value(kind), value(drafter), value(roofline)
-    alphas = alpha or [0.814]
-    for a in alphas:
+    for a in alpha or []:
         if not 0 <= a <= 1:
             raise SpecError(f"alpha={a!r}; expected 0 <= alpha <= 1")
 
-    def scenarios():
+    def scenarios(needs_alpha=True):
+        """{label: Scenario} for every target x hardware x alpha given."""
         if not target or not hardware:
             raise SpecError(f"plot {kind} needs --from DIR or model flags (--target and --hardware)")
-        return {f"{t}@{pathlib.Path(h).stem}" if len(hardware) > 1 else t:
-                Scenario(target=t, hardware=h, drafter=drafter, draft=draft, draft_cost=draft_cost, tp=tp, k=k,
-                         engine=engine,
-                         alpha=alphas[0], context=context, kv_dtype=kv_dtype, roofline=roofline)
-                for t in target for h in hardware}
+        if needs_alpha and not alpha:
+            raise SpecError(f"plot {kind} needs --alpha (repeat it for several curves)")
+        alphas = alpha or [0.5]  # roofline: acceptance does not enter the figure
+        dr, dc = (drafter, draft_cost) if needs_alpha or draft_cost is not None or drafter != "ratio" else ("ngram", None)
+        out = {}
+        for t in target:
+            for h in hardware:
+                for a in alphas:
+                    label = " | ".join([t] + ([pathlib.Path(h).stem] if len(hardware) > 1 else [])
+                                       + ([f"alpha={a:g}"] if len(alphas) > 1 else []))
+                    out[label] = Scenario(target=t, hardware=h, drafter=dr, draft=draft, draft_cost=dc, tp=tp, k=k,
+                                          engine=engine, alpha=a, context=context, kv_dtype=kv_dtype,
+                                          roofline=roofline)
+        return out
 
     if kind in ("speedup", "crossover-map") and source:
         if not pathlib.Path(source).is_dir():
@@ -228,17 +237,27 @@ def plot(kind: Annotated[PlotKind, typer.Argument(help="What to draw.")],
     elif kind == "crossover-map":
         raise SpecError("plot crossover-map needs --from DIR (a sweep with reduce.kind = 'crossover')")
     elif kind == "sensitivity":
-        res = {label: api.sensitivity(sc)["elasticities"] for label, sc in scenarios().items()}
-        fig, data = plots.sensitivity_figure(res)
+        sens = {label: api.sensitivity(sc) for label, sc in scenarios().items()}
+        ofs = {r["of"] for r in sens.values()}
+        if len(ofs) > 1:
+            raise SpecError("plot sensitivity: some scenarios have a switch-off batch and some do not ("
+                            + ", ".join(f"{lb}: {r['status']}" for lb, r in sens.items())
+                            + "); plot them separately")
+        of = "B_off" if ofs == {"crossover_batch"} else "the speedup at batch 1"
+        fig, data = plots.sensitivity_figure({lb: r["elasticities"] for lb, r in sens.items()}, of=of,
+                                             title="What moves the switch-off batch B_off" if of == "B_off" else
+                                             "No switch-off batch: what moves the speedup at batch 1")
     elif kind == "roofline":
-        (label, sc), = list(scenarios().items())[:1]
+        (label, sc), = list(scenarios(needs_alpha=False).items())[:1]
+        label = label.split(" | alpha=")[0]
         hw_, deploy, tgt, _, _ = sc.build()
         batches = batch or [1, 64, 1024]
         points = curves.roofline_points(hw_, deploy, tgt, batches, float(k), context)
         fig, data = plots.roofline_figure(points, float(hw_.flops_per_s * hw_.flops_efficiency),
                                           float(hw_.hbm_bytes_per_s * hw_.hbm_efficiency), batches, float(k), label)
     elif kind == "optimal-k":
-        (label, sc), = list(scenarios().items())[:1]
+        (label, sc), = list(scenarios(needs_alpha=False).items())[:1]
+        label = label.split(" | alpha=")[0]
         grid = curves.optimal_k_grid(sc, alpha or [0.5, 0.6, 0.7, 0.8, 0.9], np.geomspace(1, 4096, 49))
         fig, data = plots.optimal_k_figure(grid, title=f"Best draft length k*: {label}")
     else:  # validation
@@ -249,6 +268,10 @@ def plot(kind: Annotated[PlotKind, typer.Argument(help="What to draw.")],
             raise SpecError("plot validation needs --from FILE.csv (measurements)")
         df, _ = _validate.evaluate(measured.load(source), None, None, roofline)
         fig, data = plots.validation_figure(df)
+    if data.height == 0:
+        raise SpecError(f"plot {kind}: nothing to plot (no data rows); nothing written")
+    if kind == "sensitivity" and data["elasticity"].abs().max() == 0:
+        raise SpecError("plot sensitivity: every elasticity is 0 or undefined; nothing written")
     paths = plots.save(fig, out)
     if as_json:
         print_json(dict(files=[str(p) for p in paths], rows=data.height, columns=data.columns))

@@ -75,10 +75,18 @@ def sweep(spec_file: Annotated[str, typer.Argument(metavar="SPEC", help="Sweep s
     print(f"{sp.name}: {res['rows']:,} rows ({res['points']:,} points) in {res['wall_s']:.2f} s; "
           f"{res['chunks_written']} chunks written, {res['chunks_skipped']} resumed; results in {out}")
     if num_processes == 1:
-        import polars as pl
+        print_summary(_summary.summarize(out))
 
-        with pl.Config(tbl_rows=50, tbl_cols=20, tbl_width_chars=200, float_precision=3):
-            print(_summary.summarize(out))
+
+def print_summary(df, width=100):
+    """One block per (hardware, pair): a title line, then `name value` cells packed into `width` columns."""
+    for row in df.iter_rows(named=True):
+        print(f"\n{row.pop('hardware', '')} / {row.pop('pair', '')}")
+        cells = [f"{k} {'-' if v is None else (f'{v:.4g}' if isinstance(v, float) else v)}" for k, v in row.items()]
+        cell = max(len(c) for c in cells) + 3
+        per_line = max(1, (width - 2) // cell)
+        for i in range(0, len(cells), per_line):
+            print("  " + "".join(c.ljust(cell) for c in cells[i:i + per_line]).rstrip())
 
 
 @app.command()

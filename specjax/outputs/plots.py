@@ -10,6 +10,7 @@ Palette: Okabe-Ito (colour-blind safe); batch axes are logarithmic; every axis h
 import pathlib
 
 import matplotlib.colors
+import matplotlib.patches
 import numpy as np
 import polars as pl
 from matplotlib.figure import Figure
@@ -48,83 +49,154 @@ def save(fig, out):
     return paths
 
 
-def crossing(batch, speedup):
-    """First batch where the curve falls below 1, interpolated in log batch (None if it never does)."""
+LINESTYLES = ["-", "--", "-.", ":"]
+LABELS = {"alpha": "alpha", "k_tokens": "k", "context_tokens": "context", "hardware": "hw", "pair": ""}
+STATUS_COLOURS = {"helps_throughout": "#009E73", "never_helps": "#D55E00", "helps_with_dips": "#56B4E9"}
+
+
+def crossings(batch, speedup):
+    """Where a sampled curve crosses S = 1, interpolated in log batch: (B_off, first crossing, dips).
+
+    B_off: the last crossing from S >= 1 to S < 1 if the curve ends below 1 (else None); first: the
+    first batch with S < 1 (None if none); dips: [from, to] intervals with S < 1 that close again."""
     b, s = np.asarray(batch, float), np.asarray(speedup, float)
-    below = np.flatnonzero(s < 1)
-    if below.size == 0 or below[0] == 0:
-        return None if below.size == 0 else float(b[0])
-    i = below[0]
-    lb0, lb1 = np.log(b[i - 1]), np.log(b[i])
-    t = (s[i - 1] - 1) / (s[i - 1] - s[i])
-    return float(np.exp(lb0 + t * (lb1 - lb0)))
+    below = s < 1
+    if not below.any():
+        return None, None, []
+
+    def at(i):  # crossing between samples i and i + 1
+        lb0, lb1 = np.log(b[i]), np.log(b[i + 1])
+        t = (s[i] - 1) / (s[i] - s[i + 1])
+        return float(np.exp(lb0 + t * (lb1 - lb0)))
+
+    down = np.flatnonzero(~below[:-1] & below[1:])
+    up = np.flatnonzero(below[:-1] & ~below[1:])
+    first = float(b[0]) if below[0] else at(down[0])
+    b_off = at(down[-1]) if below[-1] and down.size else None
+    starts = ([float(b[0])] if below[0] else []) + [at(i) for i in down]
+    return b_off, first, [[a, at(j)] for a, j in zip(starts, up)]
+
+
+def _label(key, names):
+    return ", ".join((f"{LABELS.get(n, n)}={v:g}" if isinstance(v, float) else
+                      (f"{LABELS[n]}={v}" if LABELS.get(n) else str(v))) for n, v in zip(names, key))
 
 
 def speedup_figure(df, title="Speculative-decoding speedup vs batch"):
-    """Speedup vs batch (log), one line per hardware/pair (and other varying inputs), 1.0 line,
-    crossovers marked, memory-infeasible parts dashed over a shaded band."""
-    keys = [c for c in ("hardware", "pair") if c in df.columns]
+    """Speedup vs batch (log), one line per hardware/pair and varying input (alpha, k, context), 1.0
+    line, the switch-off batch B_off marked on each line and given in its legend label, dips shaded,
+    memory-infeasible parts dashed. More than 8 lines: one panel per hardware/pair; within a panel
+    colours and then line styles tell the series apart; legends sit outside the axes."""
+    keys = [c for c in ("hardware", "pair") if c in df.columns and df[c].n_unique() > 1]
     extra = [c for c in ("alpha", "k_tokens", "context_tokens") if c in df.columns and df[c].n_unique() > 1]
-    groups = df.sort(keys + extra + ["batch_seqs"]).group_by(keys + extra, maintain_order=True)
-    fig, ax = _subplots(figsize=(7.5, 4.6))
+    if not keys + extra:
+        keys = [c for c in ("pair",) if c in df.columns]
+    df = df.sort(keys + extra + ["batch_seqs"])
+    n_series = df.select(keys + extra).unique().height
+    panel_keys = keys if n_series > 8 and df.select(keys).unique().height > 1 else []
+    panels = list(df.group_by(panel_keys, maintain_order=True)) if panel_keys else [((), df)]
+    ncols = min(len(panels), 2)
+    nrows = -(-len(panels) // ncols)
+    fig, axes = _subplots(nrows, ncols, figsize=(6.2 * ncols + 3.2, 3.9 * nrows), squeeze=False)
     rows = []
-    for i, (key, g) in enumerate(groups):
-        label = " | ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in key)
-        color = OKABE_ITO[i % len(OKABE_ITO)]
-        b, s = g["batch_seqs"].to_numpy(), g["speedup"].to_numpy()
-        feasible = g["status"].cast(pl.String).to_numpy() == "ok"
-        ax.plot(b, np.where(feasible, s, np.nan), color=color, lw=2, label=label)
-        ax.plot(b, np.where(feasible, np.nan, s), color=color, lw=1.5, ls="--")
-        if (~feasible).any():
-            first_bad = b[np.argmax(~feasible)]
-            ax.axvspan(first_bad, b.max(), color=color, alpha=0.06, lw=0)
-        x = crossing(b, s)
-        if x:
-            ax.plot([x], [1.0], marker="o", ms=7, color=color, mec="white", zorder=5)
-            ax.annotate(f"B* = {x:,.0f}", (x, 1.0), textcoords="offset points", xytext=(4, 8), color=color, fontsize=8)
-        rows.append(dict(series=label, crossover_batch=x, max_speedup=float(np.nanmax(s)),
-                         first_infeasible_batch=float(b[np.argmax(~feasible)]) if (~feasible).any() else None,
-                         points=len(b)))
-    ax.axhline(1.0, color="black", lw=1, alpha=0.7)
-    ax.set_xscale("log")
-    _style(ax, "decode batch (sequences, log scale)", "speedup (SD / no SD)", title)
-    ax.legend(fontsize=8, frameon=False, title="solid: fits in memory; dashed+shaded: does not", title_fontsize=7)
+    for ax, (pkey, pdf) in zip(axes.ravel(), panels):
+        series_keys = [c for c in keys + extra if c not in panel_keys]
+        few = pdf.select(series_keys).unique().height <= 3  # few lines: label B_off and the dips in the axes
+        for j, (key, g) in enumerate(pdf.group_by(series_keys, maintain_order=True)):
+            label = _label(key, series_keys) or "speedup"
+            color, ls = OKABE_ITO[j % len(OKABE_ITO)], LINESTYLES[(j // len(OKABE_ITO)) % len(LINESTYLES)]
+            b, s = g["batch_seqs"].to_numpy(), g["speedup"].to_numpy()
+            feasible = g["status"].cast(pl.String).to_numpy() == "ok"
+            b_off, first, dips = crossings(b, s)
+            tag = (f"B_off = {b_off:,.0f}" if b_off else f"S >= 1 up to {b.max():,.0f}" if first is None
+                   else f"no B_off up to {b.max():,.0f}")
+            ax.plot(b, np.where(feasible, s, np.nan), color=color, lw=2, ls=ls, label=f"{label} ({tag})")
+            ax.plot(b, np.where(feasible, np.nan, s), color=color, lw=1, ls=ls, alpha=0.45)
+            for a, z in dips:
+                ax.axvspan(a, z, color=color, alpha=0.08, lw=0)
+                if few:
+                    ax.annotate(f"dip {a:,.3g}-{z:,.3g}", (np.sqrt(a * z), 1.0), textcoords="offset points",
+                                xytext=(0, -14 - 11 * j), ha="center", color=color, fontsize=7)
+            if b_off:
+                ax.plot([b_off], [1.0], marker="o", ms=7, color=color, mec="white", zorder=5)
+                if few:
+                    ax.annotate(f"B_off = {b_off:,.0f}", (b_off, 1.0), textcoords="offset points",
+                                xytext=(6, 6 + 11 * j), color=color, fontsize=8)
+            rows.append(dict(series=_label(tuple(pkey) + tuple(key), panel_keys + series_keys),
+                             crossover_batch=b_off, first_crossing_batch=first, dips=len(dips),
+                             max_speedup=float(np.nanmax(s)),
+                             first_infeasible_batch=float(b[np.argmax(~feasible)]) if (~feasible).any() else None,
+                             points=len(b)))
+        ax.axhline(1.0, color="black", lw=1, alpha=0.7)
+        ax.set_xscale("log")
+        _style(ax, "decode batch (sequences, log scale)", "speedup (SD / no SD)",
+               _label(tuple(pkey), panel_keys) if panel_keys else title)
+        ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  title="faint: does not fit in memory; shaded: dips (S < 1)", title_fontsize=7)
+    for ax in axes.ravel()[len(panels):]:
+        ax.set_visible(False)
+    if panel_keys:
+        fig.suptitle(title)
     return fig, pl.DataFrame(rows)
 
 
-def crossover_map_figure(df, x, y, title="Crossover batch B*"):
-    """Heatmap of the crossover batch over two axes (log colour), with contour lines."""
-    g = df.filter(pl.col("status") == "crosses").group_by(x, y).agg(pl.col("crossover_batch").median())
-    xs, ys = np.sort(df[x].unique().to_numpy()), np.sort(df[y].unique().to_numpy())
-    grid = np.full((len(ys), len(xs)), np.nan)
-    xi = {v: i for i, v in enumerate(xs)}
-    yi = {v: i for i, v in enumerate(ys)}
-    for a, b, c in g.iter_rows():
-        grid[yi[b], xi[a]] = c
-    fig, ax = _subplots(figsize=(6.8, 4.8))
-    finite = np.isfinite(grid)
-    lo = np.nanmin(grid) if finite.any() else 1.0
-    hi = np.nanmax(grid) if finite.any() else 10.0
+def crossover_map_figure(df, x, y, title="Switch-off batch B_off"):
+    """Heatmap of the switch-off batch B_off over two axes (log colour, contour lines), one panel per
+    hardware/pair. Cells without a B_off are coloured by their curve status (helps throughout, never
+    helps, helps with dips) so that the two meanings of "no crossover" never look alike."""
+    keys = [c for c in ("hardware", "pair") if c in df.columns and df[c].n_unique() > 1]
+    groups = list(df.group_by(keys, maintain_order=True)) if keys else [((), df)]
+    ncols = min(len(groups), 2)
+    nrows = -(-len(groups) // ncols)
+    fig, axes = _subplots(nrows, ncols, figsize=(6.4 * ncols, 4.8 * nrows), squeeze=False)
+    status = pl.col("status").cast(pl.String)
+    finite_all = df.filter(pl.col("crossover_batch").is_finite())["crossover_batch"]
+    lo = float(finite_all.min()) if finite_all.len() else 1.0
+    hi = float(finite_all.max()) if finite_all.len() else 10.0
     norm = matplotlib.colors.LogNorm(vmin=max(lo, 1.0), vmax=max(hi, lo * 1.01, 2.0))
-    mesh = ax.pcolormesh(np.arange(len(xs) + 1) - 0.5, np.arange(len(ys) + 1) - 0.5, grid, cmap="cividis", norm=norm)
-    if finite.sum() >= 4 and len(xs) > 1 and len(ys) > 1:
-        levels = [v for v in (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384) if lo < v < hi]
-        if levels:
-            cs = ax.contour(np.arange(len(xs)), np.arange(len(ys)), np.log2(np.where(finite, grid, np.nan)),
-                            levels=np.log2(levels), colors="white", linewidths=0.8)
-            ax.clabel(cs, fmt=lambda v: f"{2 ** v:,.0f}", fontsize=7)
-    ax.set_xticks(range(len(xs)), [f"{v:g}" for v in xs], fontsize=8, rotation=45 if len(xs) > 8 else 0)
-    ax.set_yticks(range(len(ys)), [f"{v:g}" for v in ys], fontsize=8)
-    fig.colorbar(mesh, ax=ax, label="crossover batch B* (sequences, log)")
-    _style(ax, x, y, title)
-    ax.grid(False)
-    if (~finite).any():
-        ax.text(0.01, -0.16, "blank: no crossover (never helps / helps throughout)", transform=ax.transAxes, fontsize=7)
-    return fig, g.sort(x, y)
+    out = []
+    for ax, (gkey, gdf) in zip(axes.ravel(), groups):
+        g = gdf.filter(pl.col("crossover_batch").is_finite()).group_by(x, y).agg(pl.col("crossover_batch").median())
+        st = gdf.group_by(x, y).agg(status.mode().first().alias("status"))
+        xs, ys = np.sort(gdf[x].unique().to_numpy()), np.sort(gdf[y].unique().to_numpy())
+        xi, yi = {v: i for i, v in enumerate(xs)}, {v: i for i, v in enumerate(ys)}
+        grid = np.full((len(ys), len(xs)), np.nan)
+        for a, b, c in g.iter_rows():
+            grid[yi[b], xi[a]] = c
+        for a, b, name in st.iter_rows():
+            if not np.isfinite(grid[yi[b], xi[a]]) and name in STATUS_COLOURS:
+                ax.add_patch(matplotlib.patches.Rectangle((xi[a] - 0.5, yi[b] - 0.5), 1, 1,
+                                                          color=STATUS_COLOURS[name], lw=0))
+        mesh = ax.pcolormesh(np.arange(len(xs) + 1) - 0.5, np.arange(len(ys) + 1) - 0.5,
+                             np.ma.masked_invalid(grid), cmap="cividis", norm=norm)
+        finite = np.isfinite(grid)
+        if finite.sum() >= 4 and len(xs) > 1 and len(ys) > 1:
+            levels = [v for v in (4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384) if lo < v < hi]
+            if levels:
+                cs = ax.contour(np.arange(len(xs)), np.arange(len(ys)), np.log2(np.where(finite, grid, np.nan)),
+                                levels=np.log2(levels), colors="white", linewidths=0.8)
+                ax.clabel(cs, fmt=lambda v: f"{2 ** v:,.0f}", fontsize=7)
+        ax.set_xticks(range(len(xs)), [f"{v:g}" for v in xs], fontsize=8, rotation=45 if len(xs) > 8 else 0)
+        ax.set_yticks(range(len(ys)), [f"{v:g}" for v in ys], fontsize=8)
+        ax.set_xlim(-0.5, len(xs) - 0.5)
+        ax.set_ylim(-0.5, len(ys) - 0.5)
+        fig.colorbar(mesh, ax=ax, label="B_off (sequences, log)")
+        _style(ax, x, y, _label(tuple(gkey), keys) if keys else title)
+        ax.grid(False)
+        out.append(g.with_columns(*(pl.lit(v).alias(k) for k, v in zip(keys, gkey))))
+    for ax in axes.ravel()[len(groups):]:
+        ax.set_visible(False)
+    handles = [matplotlib.patches.Patch(color=c, label=n.replace("_", " ")) for n, c in STATUS_COLOURS.items()]
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=8, frameon=False,
+               title="cells without a switch-off batch", title_fontsize=8, bbox_to_anchor=(0.5, -0.06))
+    if keys:
+        fig.suptitle(title)
+    return fig, pl.concat(out, how="diagonal").sort(keys + [x, y])
 
 
-def sensitivity_figure(results, top=12, title="What moves the crossover batch"):
-    """Ranked elasticity bars, one colour per scenario. `results` maps label -> {input: elasticity}."""
+def sensitivity_figure(results, top=12, title="What moves the switch-off batch B_off", of="B_off"):
+    """Ranked elasticity bars, one colour per scenario. `results` maps label -> {input: elasticity}
+    (all of B_off, or all of the speedup: `of`)."""
     names = sorted({n for r in results.values() for n in r},
                    key=lambda n: -max(abs(r.get(n) or 0.0) for r in results.values()))
     names = [n for n in names if max(abs(r.get(n) or 0.0) for r in results.values()) > 1e-6][:top]
@@ -138,7 +210,7 @@ def sensitivity_figure(results, top=12, title="What moves the crossover batch"):
     ax.set_yticks(range(len(names)), names, fontsize=8)
     ax.invert_yaxis()
     ax.axvline(0, color="black", lw=0.8)
-    _style(ax, "elasticity of B* (% change of B* per % change of input)", "input", title)
+    _style(ax, f"elasticity of {of} (% change of {of} per % change of input)", "input", title)
     ax.legend(fontsize=8, frameon=False)
     return fig, pl.DataFrame(rows)
 

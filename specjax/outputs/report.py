@@ -14,13 +14,15 @@ import pathlib
 
 import polars as pl
 
+from ..inputs import engines
 from ..inputs import hardware as _hw
 from ..cost import catalogue
 from . import io, plots, summary
 from ..inputs import models
 
 CSS = """body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
-table{border-collapse:collapse;font-size:13px;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}
+table{border-collapse:collapse;font-size:13px;margin:1em 0;max-width:100%}
+td,th{border:1px solid #ccc;padding:3px 8px;text-align:right;max-width:26em;overflow-wrap:anywhere}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}pre{background:#f7f7f7;padding:1em;overflow:auto}
 figure{margin:1.5em 0}.t{overflow-x:auto}figcaption{font-size:13px;color:#555}h1{font-size:1.6em}h2{margin-top:1.6em}"""
 
@@ -38,6 +40,14 @@ def _table(df, digits=4):
     return f"<div class='t'><table><tr>{head}</tr>{''.join(body)}</table></div>"
 
 
+def _transposed(summ):
+    """The summary with one column per (hardware, pair) and one row per metric (fits the page)."""
+    names = [f"{h} / {p}" for h, p in zip(summ["hardware"], summ["pair"])]
+    metrics = [c for c in summ.columns if c not in ("hardware", "pair")]
+    return pl.DataFrame({"metric": metrics, **{n: [summ[m][i] for m in metrics] for i, n in enumerate(names)}},
+                        strict=False)
+
+
 def _svg(fig, out_dir, name):
     png, svg = plots.save(fig, out_dir / name)
     text = svg.read_text()
@@ -51,12 +61,14 @@ def figures(df, spec, out_dir):
     varying = [i.column for i in catalogue.AXES.values() if i.column in cols and df[i.column].n_unique() > 1]
     if "speedup" in cols and "batch_seqs" in cols:
         fig, _ = plots.speedup_figure(df)
-        figs.append(("Speedup vs batch. Dots: crossover batch B*; dashed and shaded: the batch does not fit in "
-                     "memory with the drafter.", _svg(fig, out_dir, "speedup")))
+        figs.append(("Speedup vs batch. Dots: the switch-off batch B_off (the last crossing of S = 1); shaded: "
+                     "dips where S < 1 below B_off; faint: the batch does not fit in memory with the drafter.",
+                     _svg(fig, out_dir, "speedup")))
     if "crossover_batch" in cols and len(varying) >= 2:
         for (h, p), g in df.group_by(["hardware", "pair"], maintain_order=True):
-            fig, _ = plots.crossover_map_figure(g, varying[0], varying[1], title=f"Crossover batch B*: {h}, {p}")
-            figs.append((f"Crossover batch over {varying[0]} x {varying[1]} ({h}, {p}); median over other axes.",
+            fig, _ = plots.crossover_map_figure(g, varying[0], varying[1], title=f"Switch-off batch B_off: {h}, {p}")
+            figs.append((f"Switch-off batch B_off over {varying[0]} x {varying[1]} ({h}, {p}); median over the other "
+                         "axes; cells without one coloured by the status of their curve.",
                          _svg(fig, out_dir, f"crossover-{h}-{p}")))
     elast = [c for c in cols if c.startswith("elasticity_")]
     if elast:
@@ -64,7 +76,7 @@ def figures(df, spec, out_dir):
         for (p,), g in df.group_by(["pair"], maintain_order=True):
             res[p] = {c.removeprefix("elasticity_"): g[c].median() for c in elast}
         fig, _ = plots.sensitivity_figure(res)
-        figs.append(("Median elasticity of the crossover batch per input (over the grid).",
+        figs.append(("Median elasticity of the switch-off batch B_off per input (over the grid points that have one).",
                      _svg(fig, out_dir, "sensitivity")))
     if "k_star" in cols and "batch_seqs" in cols and "alpha" in cols:
         for (h, p), g in df.group_by(["hardware", "pair"], maintain_order=True):
@@ -83,11 +95,12 @@ def write(spec, data_dir, out):
     summ = summary.summarize(data_dir)
     hw_rows = []
     for h in spec.hardware:
-        p = _hw.load(h)
+        p = engines.load(spec.engine).apply(_hw.load(h))  # the terms the sweep ran with (engine applied)
         hw_rows.append(dict(hardware=p.slug, name=p.name, bf16_tflops=p.flops_per_s.get("bf16", 0) / 1e12,
-                            hbm_tb_s=p.hbm_bytes_per_s / 1e12, hbm_gb=p.hbm_bytes / 1e9,
+                            hbm_tb_s=p.hbm_bytes_per_s / 1e12, hbm_gb=p.hbm_bytes / 1e9, engine=spec.engine,
                             flops_efficiency=p.flops_efficiency, hbm_efficiency=p.hbm_efficiency,
-                            fixed_overhead_s=p.fixed_overhead_s, source=p.source))
+                            fixed_overhead_s=p.fixed_overhead_s, layer_overhead_s=p.layer_overhead_s,
+                            step_overhead_s=p.step_overhead_s, source=p.source))
     model_rows = []
     for pair in spec.pairs:
         for role, slug in (("target", pair.target), ("draft", pair.draft)):
@@ -107,7 +120,7 @@ def write(spec, data_dir, out):
              f"<b>{spec.roofline}</b>, engine profile <b>{html.escape(spec.engine)}</b> (per-pair engines override "
              f"it), compute dtype {spec.compute_dtype}. Generated "
              f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC. Data: <code>data/</code> "
-             "(Parquet, hive-partitioned).</p>", "<h2>Key numbers</h2>", _table(summ)]
+             "(Parquet, hive-partitioned).</p>", "<h2>Key numbers</h2>", _table(_transposed(summ))]
     parts.append("<h2>Figures</h2>")
     for cap, svg in figs:
         parts.append(f"<figure>{svg}<figcaption>{html.escape(cap)}</figcaption></figure>")
