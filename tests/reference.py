@@ -23,6 +23,11 @@ def distinct_experts(n, e, r):
     return e * (1.0 - (1.0 - r / e) ** n)
 
 
+def kv_ways(m, tp):
+    """GPUs the KV cache is split over: min(tp, KV heads), at least 1 (`kv_heads` is 1 for MLA)."""
+    return max(min(tp, m.get("kv_heads", 1.0)), 1.0)
+
+
 def t_pass(m, hw, batch, q, ctx, tp=1.0, mode="operator", locality=0.0):
     n = batch * q
     kv = m["kv_elems_per_tok"] * m["b_kv"]
@@ -34,16 +39,18 @@ def t_pass(m, hw, batch, q, ctx, tp=1.0, mode="operator", locality=0.0):
         (2 * n * m["n_moe_layers"] * m["top_k"] * m["p_expert"],
          m["n_moe_layers"] * distinct_experts(n_route, m["n_experts"], m["top_k"]) * m["p_expert"] * m["b_expert"]),
     ]
+    kv_split = kv_ways(m, tp)  # MODEL.md 1.1: KV splits over min(tp, KV heads); MLA not at all
+    ops = [(f / tp, w / tp) for f, w in ops]
     for layers, l_eff in ((m["n_full_layers"], ctx), (m["n_window_layers"], l_win)):
-        ops.append((layers * m["attn_flops_per_ctx"] * n * l_eff, layers * (batch * kv * l_eff + n * kv)))
+        ops.append((layers * m["attn_flops_per_ctx"] * n * l_eff / tp,
+                    layers * (batch * kv * l_eff + n * kv) / kv_split))
     f_rate = hw["flops_per_s"] * hw["flops_efficiency"]
     w_rate = hw["hbm_bytes_per_s"] * hw["hbm_efficiency"]
     sigma = hw.get("non_overlap", 0.0)
     if mode == "operator":
-        roof = sum(max(f / tp / f_rate, w / tp / w_rate) + sigma * min(f / tp / f_rate, w / tp / w_rate)
-                   for f, w in ops)
+        roof = sum(max(f / f_rate, w / w_rate) + sigma * min(f / f_rate, w / w_rate) for f, w in ops)
     else:
-        tm, tw = sum(f for f, _ in ops) / tp / f_rate, sum(w for _, w in ops) / tp / w_rate
+        tm, tw = sum(f for f, _ in ops) / f_rate, sum(w for _, w in ops) / w_rate
         roof = max(tm, tw) + sigma * min(tm, tw)
     if m["p_dense"] + m["p_head"] + m["p_expert"] == 0:
         return 0.0
@@ -77,5 +84,5 @@ def kv_per_seq(m, tokens):
 
 def max_batch(hw, models, tokens, tp=1.0, u=0.9):
     free = tp * hw["hbm_bytes"] * u - sum(weight_bytes(m) for m in models)
-    per = sum(kv_per_seq(m, tokens) for m in models)
+    per = sum(kv_per_seq(m, tokens) * tp / kv_ways(m, tp) for m in models)  # KV replicated past its heads
     return 0.0 if free <= 0 else math.floor(free / per)

@@ -28,6 +28,8 @@ CASES = {
                                    tp=2, roofline="operator", context=1500.0),
     "eagle-operator": dict(target="llama-3.1-8b", drafter="eagle", draft="eagle3-llama-3.1-8b", alpha=0.7, k=3,
                            roofline="operator", context=300.0),
+    "eagle1-operator": dict(target="llama-3.1-8b", drafter="eagle", draft="eagle-llama-3.1-8b", alpha=0.7, k=3,
+                            roofline="operator", context=300.0),
 }
 
 
@@ -41,15 +43,24 @@ def _crossing(hw, dep, t, d, dec):
 
 
 def _perturbed(trees, name, eps):
-    tree_name, leaves = sensitivity.INPUTS[name]
-    tree = trees[tree_name]
-    if len(leaves) == 1:
-        x = float(getattr(tree, leaves[0]))
+    """(step, [trees + step, trees - step]) for input `name`: a plain leaf moves by a relative step, a
+    scaling multiplies each of its leaves by 1 +- eps (a gated leaf only where its gate is 1)."""
+    terms = sensitivity.INPUTS[name]
+    if not sensitivity.is_scaling(name):
+        (tree_name, leaf, _), = terms
+        tree = trees[tree_name]
+        x = float(getattr(tree, leaf))
         h = eps * abs(x) if x != 0 else eps
-        return h, [{**trees, tree_name: tree.replace(**{leaves[0]: getattr(tree, leaves[0]) + s * h})}
-                   for s in (1, -1)]
-    return eps, [{**trees, tree_name: tree.replace(**{lf: getattr(tree, lf) * (1 + s * eps) for lf in leaves})}
-                 for s in (1, -1)]
+        return h, [{**trees, tree_name: tree.replace(**{leaf: getattr(tree, leaf) + s * h})} for s in (1, -1)]
+    out = []
+    for s in (1, -1):
+        new = dict(trees)
+        for tree_name, leaf, gate in terms:
+            tree = new[tree_name]
+            g = getattr(tree, gate) if gate else 1.0
+            new[tree_name] = tree.replace(**{leaf: getattr(tree, leaf) * (1 + s * eps * g)})
+        out.append(new)
+    return eps, out
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -108,8 +119,8 @@ def test_no_switch_off_gives_elasticities_of_the_speedup(batch):
         h, (plus, minus) = _perturbed(trees, name, 1e-6)
         fd = (_speedup_at(plus, batch) - _speedup_at(minus, batch)) / (2 * h)
         assert float(deriv[name]) == pytest.approx(fd, rel=1e-5, abs=1e-12), name
-        x = 1.0 if len(sensitivity.INPUTS[name][1]) > 1 else float(getattr(trees[sensitivity.INPUTS[name][0]],
-                                                                         sensitivity.INPUTS[name][1][0]))
+        tree_name, leaf, _ = sensitivity.INPUTS[name][0]
+        x = 1.0 if sensitivity.is_scaling(name) else float(getattr(trees[tree_name], leaf))
         assert float(el[name]) == pytest.approx(fd * x / s0, rel=1e-5, abs=1e-12), name
 
 
@@ -159,8 +170,8 @@ def test_switch_off_batch_is_where_best_k_stops_paying():
 
 
 KINK_CASES = [  # found by a random search: the relaxed optimum sits past a roofline kink of S(k)
-    dict(engine="roofline", alpha=0.9966958, context=16023.601, batch=788.0077),
-    dict(engine="vllm", alpha=0.9830421, context=21541.953, batch=799.26825),
+    dict(engine="roofline", alpha=0.9903855323791504, context=11.024250030517578, batch=469.9017333984375),
+    dict(engine="vllm", alpha=0.9815880060195923, context=14899.8369140625, batch=512.5525512695312),
 ]
 
 
@@ -176,3 +187,25 @@ def test_optax_k_star_equals_brute_force_on_a_roofline_kink(case, monkeypatch):
     monkeypatch.setattr(optimize, "CLIMB_STEPS", 0)
     plain = optimize.search(*trees, 16)
     assert float(plain.k_star) != float(k_bf) and float(plain.speedup) < float(s_bf) * (1 - 1e-5)  # the defect
+
+
+def test_kv_bytes_scales_the_drafter_kv_and_draft_size_leaves_a_borrowed_head_alone():
+    """kv_bytes moves the draft model's KV too (a target-only derivative differs); an EAGLE-1 head's
+    draft_size is its own weights only (it reads the target's LM head, which the scaling leaves alone)."""
+    sc = Scenario(hardware="h200", **CASES["moe-operator-draft-tp2"])
+    hw, dep, t, d, dec = sc.build(F64)
+    _, deriv, _, _ = sensitivity.crossover_sensitivity(hw, dep, t, d, dec)
+    b = lambda tt, dd: _crossing(hw, dep, tt, dd, dec)  # noqa: E731
+    eps = 1e-6
+    both = (b(t.replace(b_kv=t.b_kv * (1 + eps)), d.replace(b_kv=d.b_kv * (1 + eps)))
+            - b(t.replace(b_kv=t.b_kv * (1 - eps)), d.replace(b_kv=d.b_kv * (1 - eps)))) / (2 * eps)
+    target_only = (b(t.replace(b_kv=t.b_kv * (1 + eps)), d) - b(t.replace(b_kv=t.b_kv * (1 - eps)), d)) / (2 * eps)
+    assert float(deriv["kv_bytes"]) == pytest.approx(both, rel=1e-4)
+    assert abs(both - target_only) > 1e-3 * abs(both)
+    sc = Scenario(hardware="h200", **CASES["eagle1-operator"])
+    hw, dep, t, d, dec = sc.build(F64)
+    assert float(d.head_resident) == 0.0 and float(d.p_head) > 0  # reads the target's head
+    _, deriv, _, _ = sensitivity.crossover_sensitivity(hw, dep, t, d, dec)
+    own = (_crossing(hw, dep, t, d.replace(p_dense=d.p_dense * (1 + eps)), dec)
+           - _crossing(hw, dep, t, d.replace(p_dense=d.p_dense * (1 - eps)), dec)) / (2 * eps)
+    assert float(deriv["draft_size"]) == pytest.approx(own, rel=1e-4)

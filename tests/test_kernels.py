@@ -97,7 +97,8 @@ def test_scaling_book_golden_number():
     """inference.md quiz: 30B int8 params + 4 x 819 MB KV over 16 chips at 8.1e11 B/s ~ 2.57 ms."""
     m = models.Model.zeros(F64).replace(p_dense=jnp.float64(30e9), b_dense=jnp.float64(1.0),
                                         n_full_layers=jnp.float64(1.0), kv_elems_per_tok=jnp.float64(819e6),
-                                        b_kv=jnp.float64(1.0), d_model=jnp.float64(1.0), n_layers=jnp.float64(0.0))
+                                        b_kv=jnp.float64(1.0), d_model=jnp.float64(1.0), n_layers=jnp.float64(0.0),
+                                        kv_heads=jnp.float64(16.0))  # enough KV heads to split 16 ways
     hw = hw64("tpu-v5e", "pass", hbm_bytes_per_s=8.1e11, flops_per_s=1.97e14, link_latency_s=0.0)
     # one cached token of 819 MB per sequence, 4 sequences, no write term contribution to speak of
     c = pass_cost(hw, dep64(16.0), m, jnp.float64(4.0), jnp.float64(1e-12), jnp.float64(1.0))

@@ -154,3 +154,95 @@ def test_dtype_override():
         models.target(a, weight_dtype="fp7")
     z = models.Model.zeros(jnp.float64)
     assert float(z.weight_bytes) == 0.0 and np.isclose(float(z.total_params), 0.0)
+
+
+# ---- physics corrections of MODEL.md 1.1 (KV under TP, MLA), T5 cross-attention, FP8 heads -----------
+
+def _attention_bytes(slug, tp, batch=64.0, ctx=4096.0):
+    from specjax.cost.roofline import operator_costs
+    from specjax.cost.trees import Deployment
+
+    m = models.target(models.load_architecture(slug), dtype=jnp.float64)
+    dep = Deployment(tp=jnp.float64(tp), memory_fraction=jnp.float64(0.9))
+    hw = hardware.load("h200").resolve("bf16", jnp.float64)
+    _, nbytes = operator_costs(hw, dep, m, jnp.float64(batch), jnp.float64(1.0), jnp.float64(ctx))
+    return float(nbytes[3] + nbytes[4]), m
+
+
+@pytest.mark.parametrize("slug,tp,split", [("llama-3-70b", 8, 8), ("qwen3-235b-a22b", 8, 4),
+                                           ("qwen3-235b-a22b", 2, 2), ("deepseek-v3", 8, 1)])
+def test_kv_under_tensor_parallelism_splits_only_as_far_as_its_heads(slug, tp, split):
+    """Per-GPU KV bytes = the replica's / min(tp, KV heads); MLA's latent is read whole by every rank."""
+    one, m = _attention_bytes(slug, 1)
+    many, _ = _attention_bytes(slug, tp)
+    assert many == pytest.approx(one / split, rel=1e-12)
+    assert float(m.kv_split(jnp.float64(tp))) == split
+    # by hand for one layer kind: B (L + q) kv_tok x layers / split
+    kv_tok = float(m.kv_elems_per_tok * m.b_kv)
+    layers = float(m.n_full_layers + m.n_window_layers)
+    if float(m.n_window_layers) == 0:
+        assert many == pytest.approx(layers * 64 * (4096 + 1) * kv_tok / split, rel=1e-12)
+
+
+def test_deepseek_v3_mtp_on_8_b200_memory_with_the_latent_replicated():
+    """The issue's numbers: DeepSeek-V3 + MTP, 8 x B200, context 8k, fp8 KV: every GPU holds the whole
+    latent, so about 261 sequences fit (not 2,089), and T_target at batch 256 is ~21.9 ms (not 13.6)."""
+    from specjax import api
+    from specjax.inputs.scenario import Scenario
+
+    sc = Scenario(target="deepseek-v3", hardware="b200", drafter="mtp", tp=8, k=1, alpha=0.8, context=8192.0,
+                  batch=256.0, kv_dtype="fp8", engine="roofline")
+    r = api.point(sc)
+    assert 255 <= r["max_batch_sd"] <= 265
+    assert r["t_target_s"] * 1e3 == pytest.approx(21.9, rel=0.02)
+    # by hand: weights (fp8 experts and dense, bf16 head + embedding) and 8 copies of the latent cache
+    a = models.load_architecture("deepseek-v3")
+    m, head = models.target(a, kv_dtype="fp8"), models.mtp_head(a, kv_dtype="fp8")
+    weights = float(m.weight_bytes + head.weight_bytes)
+    per_seq = 8 * 576 * 1.0 * (61 + 1) * (8192 + 2)  # latent elements x fp8 x (61 target + 1 MTP layer) x tokens
+    assert r["max_batch_sd"] == int((8 * 180e9 * 0.9 - weights) // per_seq)
+
+
+def test_t5_attention_flops_cover_self_and_cross_attention():
+    a = models.load_architecture("t5-xxl")
+    inner = 64 * 64  # T5-XXL: 64 heads x d_kv 64
+    assert a.kv_elems_per_tok == 2 * 2 * inner  # self + cross caches
+    assert a.attn_flops_per_ctx == 2 * 4 * inner  # and both are attended over each step
+
+
+def test_fp8_checkpoints_keep_a_bf16_head_without_modules_to_not_convert():
+    """DeepSeek-V3's official config.json lists no modules_to_not_convert; its LM head and embedding
+    are still bf16. A config that lists unconverted modules without lm_head gets an fp8 head."""
+    from specjax.inputs import config
+
+    a = models.load_architecture("deepseek-v3")
+    assert a.head_dtype == "bf16" and a.weight_dtype == "fp8"
+    raw = json.loads(models.PRESET_DIR.joinpath("deepseek-v3.json").read_text())
+    assert "modules_to_not_convert" not in raw["quantization_config"]
+    q = {"quant_method": "fp8", "weight_block_size": [128, 128], "modules_to_not_convert": ["model.layers.0"]}
+    assert config.from_dict({**raw, "quantization_config": q}).head_dtype == "fp8"
+
+
+def test_eagle_head_must_match_the_target_hidden_size():
+    from specjax.inputs.scenario import Scenario
+
+    with pytest.raises(SpecError, match="hidden_size 8192"):
+        Scenario(target="llama-3-70b", hardware="h200", tp=4, drafter="eagle", draft="eagle3-llama-3.1-8b",
+                 alpha=0.7).build()
+    with pytest.raises(SpecError, match=r"--drafter"):
+        Scenario(target="llama-3.1-8b", hardware="h200", draft="llama-3.2-1b", draft_cost=0.1, alpha=0.7)
+
+
+def test_unit_mistakes_get_a_hint(tmp_path):
+    p = tmp_path / "gpu.toml"
+    p.write_text('name = "x"\nhbm_bytes_per_s = 3.2\nhbm_bytes = 8e10\nlink_bytes_per_s = 4.5e11\n'
+                 "[flops_per_s]\nbf16 = 9.9e14\n")
+    with pytest.raises(SpecError, match=r"hbm_bytes_per_s=3.2 .*did you mean 3.2e12\?"):
+        hardware.load(str(p))
+    p.write_text('name = "x"\nhbm_bytes_per_s = 3.2e12\nhbm_bytes = 80\nlink_bytes_per_s = 4.5e11\n'
+                 "[flops_per_s]\nbf16 = 9.9e14\n")
+    with pytest.raises(SpecError, match=r"hbm_bytes=80 .*did you mean 80e9\?"):
+        hardware.load(str(p))
+    p.write_text(p.read_text().replace("hbm_bytes = 80", "hbm_bytes = 8e10").replace("9.9e14", "989"))
+    with pytest.raises(SpecError, match=r"flops_per_s.bf16=989 .*did you mean 989e12\?"):
+        hardware.load(str(p))

@@ -26,7 +26,9 @@ class Input:
       name: the user-facing name (`--flag-name`, spec key, sensitivity key, column stem).
       tree, leaves: where it lives. One leaf is a plain value; several leaves are one uniform
         scaling (sensitivity only, e.g. `target_size`); no leaves means it is derived when applied
-        (accepted_length -> alpha, expert_granularity -> E, r, P_e).
+        (accepted_length -> alpha, expert_granularity -> E, r, P_e). In a scaling, "draft.b_kv" names
+        a leaf of another tree and "p_head*head_resident" a leaf scaled only as far as a 0/1 leaf says
+        (an EAGLE-1 or MTP head borrows the target's LM head: scaling the drafter leaves it alone).
       lo, hi: the allowed closed range (`lo_open`: lo itself excluded). unit: for messages and docs.
       column: result-grid column (units in the name); None: not a column.
       axis: may be a sweep axis. fixed: may be a `[fixed]` key of a sweep spec.
@@ -35,6 +37,8 @@ class Input:
       fit: calibration bounds (lo, hi) where calibration may fit it, else None.
       integer: only whole numbers are allowed. symbol: the name used in range messages (default name).
       engine: a key of engine profiles (an engine's efficiencies and overheads, MODEL.md 1.2).
+      typical: a typical value; a positive value out of range gets a "did you mean" hint that
+        rescales it by a power of 1000 towards it (a unit mistake: TB/s written as 3.2).
     """
 
     name: str
@@ -53,6 +57,7 @@ class Input:
     lo_open: bool = False
     symbol: str = ""
     engine: bool = False
+    typical: float | None = None
 
     @property
     def leaf(self):
@@ -75,10 +80,21 @@ class Input:
                 f"{_short(self.hi)}{unit}")
 
     def check(self, value, source=None, field=None):
-        """Return `value` as a float, or raise a `SpecError` naming the field, value and range."""
+        """Return `value` as a float, or raise a `SpecError` naming the field, value and range (and,
+        for a value off by a power of 1000, the value it probably meant)."""
         if not self.ok(value):
-            raise field_error(field or self.name, value, self.range_text(), source)
+            raise field_error(field or self.name, value, self.range_text() + self._hint(value), source)
         return float(value)
+
+    def _hint(self, value):
+        if self.typical is None or isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value) or value <= 0:
+            return ""
+        options = [3 * i for i in range(-6, 7) if self.ok(value * 10.0 ** (3 * i))]
+        if not options:
+            return ""
+        e = min(options, key=lambda i: abs(math.log10(value) + i - math.log10(self.typical)))
+        return f"; did you mean {value:g}e{e}?" if e else ""
 
 
 def _short(v):
@@ -107,10 +123,12 @@ _ALL = (
     _i("memory_fraction", "deploy", "memory_fraction", 0, 1, "usable fraction of HBM", fixed=True,
        sensitivity=False, lo_open=True, symbol="u"),
     # the hardware and its engine terms
-    _i("flops_per_s", "hw", "flops_per_s", 1e6, 1e20, "FLOP/s"),
-    _i("hbm_bytes_per_s", "hw", "hbm_bytes_per_s", 1e3, 1e16, "bytes/s", profile=True),
-    _i("hbm_bytes", "hw", "hbm_bytes", 1e3, 1e16, "bytes", sensitivity=False, profile=True),
-    _i("link_bytes_per_s", "hw", "link_bytes_per_s", 1e3, 1e16, "bytes/s, one direction", profile=True),
+    # physical ranges of real accelerators (a value outside is a unit mistake: 3.2 meant 3.2e12 bytes/s)
+    _i("flops_per_s", "hw", "flops_per_s", 1e10, 1e18, "FLOP/s", typical=1e15),
+    _i("hbm_bytes_per_s", "hw", "hbm_bytes_per_s", 1e9, 1e15, "bytes/s", profile=True, typical=3e12),
+    _i("hbm_bytes", "hw", "hbm_bytes", 1e8, 1e13, "bytes", sensitivity=False, profile=True, typical=8e10),
+    _i("link_bytes_per_s", "hw", "link_bytes_per_s", 1e8, 1e14, "bytes/s, one direction", profile=True,
+       typical=4e11),
     _i("link_latency_s", "hw", "link_latency_s", 0, 1, "seconds per all-reduce", profile=True),
     _i("flops_efficiency", "hw", "flops_efficiency", 0, 1, "achieved / peak FLOP/s", profile=True,
        fit=(0.3, 1.0), lo_open=True, engine=True),
@@ -133,9 +151,10 @@ _ALL = (
     _i("window", "target", "window", 1, 1e9, "sliding-window tokens", "window_tokens", sensitivity=False),
     _i("expert_size", "target", "p_expert", 0, 1e15, "params per expert", axis=False),
     _i("target_size", "target", ("p_dense", "p_head", "p_expert"), 0, 1e15, "scale of all weights", axis=False),
-    _i("kv_bytes", "target", "b_kv", 0, 8, "bytes per KV element", axis=False),
-    _i("draft_size", "draft", ("p_dense", "p_head", "p_expert"), 0, 1e15, "scale of the drafter's weights",
+    _i("kv_bytes", "target", ("b_kv", "draft.b_kv"), 0, 8, "scale of the KV bytes of target and drafter",
        axis=False),
+    _i("draft_size", "draft", ("p_dense", "p_head*head_resident", "p_expert"), 0, 1e15,
+       "scale of the drafter's own weights", axis=False),
 )
 
 INPUTS = {i.name: i for i in _ALL}

@@ -72,7 +72,8 @@ def operator_costs(hw, deploy, model, batch, q, context, expert_locality=0.0):
     )))
     n_route = q * (1.0 + (1.0 - expert_locality) * (batch - 1.0))  # = n for independent routing
     touched = expected_experts(n_route, model.n_experts, model.top_k)
-    nbytes = tuple(w / t for t, w in zip(shards, (
+    kv_shards = (model.kv_split(shards[3]), model.kv_split(shards[4]))  # KV splits only as far as its heads
+    nbytes = tuple(w / t for t, w in zip(shards[:3] + kv_shards, (
         model.p_dense * model.b_dense,
         model.p_head * model.b_head,
         model.n_moe_layers * touched * model.p_expert * model.b_expert,

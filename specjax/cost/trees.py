@@ -109,6 +109,8 @@ class Model:
         min(context, window) tokens.
       attn_flops_per_ctx: FLOPs per query token per cached token per layer (4*h*d_h; MLA absorbed).
       kv_elems_per_tok: K+V elements per token per layer. b_kv: bytes per KV element.
+      kv_heads: how many ways tensor parallelism can split the KV cache (KV heads; 1 for MLA, whose
+        latent every head reads): per-GPU KV is the replica's over min(tp, kv_heads).
     """
 
     d_model: float
@@ -130,6 +132,7 @@ class Model:
     attn_flops_per_ctx: float
     kv_elems_per_tok: float
     b_kv: float
+    kv_heads: float = 1.0
 
     @classmethod
     def zeros(cls, dtype=jnp.float32):
@@ -151,6 +154,10 @@ class Model:
     def active_params(self):
         """Params read for one token: dense + head + top-r experts per MoE layer (no embedding)."""
         return self.p_dense + self.p_head + self.n_moe_layers * self.top_k * self.p_expert
+
+    def kv_split(self, tp):
+        """GPUs a replica's KV cache is split over under tensor parallelism `tp`: min(tp, kv_heads), >= 1."""
+        return jnp.maximum(jnp.minimum(tp, self.kv_heads), 1.0)
 
     @property
     def weight_bytes(self):

@@ -48,7 +48,14 @@ class Architecture:
     mtp_layers: int = 0
     eagle_version: int = 0
     draft_vocab: int = 0
+    mla: bool = False            # multi-head latent attention: one latent per token, shared by all heads
     source: str = ""
+
+    @property
+    def kv_split(self):
+        """How many ways head-parallel TP can split the KV cache: the KV heads (MODEL.md 1.1); MLA's
+        latent belongs to every head, so it is not split (1)."""
+        return 1 if self.mla else self.n_kv_heads
 
     def ffn_params(self, width):
         """Params of one FFN of the given width (3*d*width gated, 2*d*width plain)."""
@@ -129,8 +136,9 @@ def _dtypes(cfg):
     skip = " ".join(q.get("modules_to_not_convert") or [])
     if method == "mxfp4":
         return base, "mxfp4", base
-    if method == "fp8":
-        head = base if "lm_head" in skip else "fp8"
+    if method == "fp8":  # FP8 checkpoints keep the LM head and embedding in bf16 unless the config lists
+        # the modules it leaves unconverted and lm_head is not among them (DeepSeek-V3, Qwen3-FP8 ship no list)
+        head = "fp8" if q.get("modules_to_not_convert") is not None and "lm_head" not in skip else base
         return "fp8", "fp8", head
     return base, base, base
 
@@ -147,9 +155,11 @@ def _t5(cfg, name, source):
     ffn = (3 if gated else 2) * d * dff
     # Decoder layer reads self-attention q,k,v,o and cross-attention q,o each step; the
     # cross-attention K/V projections run once per sequence and the encoder only in prefill.
+    # Each decode token attends over both caches (self and cross, each taken as `context` tokens):
+    # 2 x 4 h d_kv FLOPs per cached token, consistent with the 2 x 2 h d_kv KV elements charged.
     return Architecture(
         name=name, d_model=d, n_layers=n_dec, vocab=_get(cfg, "vocab_size", source), n_heads=h,
-        n_kv_heads=h, head_dim=dkv, p_attn_layer=6 * d * inner, attn_flops_per_ctx=4 * inner,
+        n_kv_heads=h, head_dim=dkv, p_attn_layer=6 * d * inner, attn_flops_per_ctx=2 * 4 * inner,
         kv_elems_per_tok=2 * 2 * inner,  # self + cross attention caches per decoder layer
         n_full_layers=n_dec, n_window_layers=0, window=0.0, n_dense_ffn_layers=n_dec,
         dense_ffn_width=dff, n_moe_layers=0, n_experts=0, top_k=0, expert_width=0, shared_width=0,
@@ -218,7 +228,7 @@ def from_dict(cfg, name="model", source="config.json"):
         tied=bool(cfg.get("tie_word_embeddings", False)), p_extra_read=extra,
         weight_dtype=w_dt, expert_dtype=e_dt, head_dtype=h_dt,
         mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0), eagle_version=eagle,
-        draft_vocab=int(cfg.get("draft_vocab_size") or 0), source=source)
+        draft_vocab=int(cfg.get("draft_vocab_size") or 0), mla=bool(kv_lora), source=source)
 
 
 def load_json(path):

@@ -26,6 +26,8 @@ class DrafterKind:
       cost_ratio: the draft pass costs `draft_cost` x T_target(B, 1) (Leviathan's c).
       measurable: may appear in measurement CSVs.
       check: optional (target_arch) -> None, raising `SpecError` for a target it cannot draft for.
+      check_pair: optional (target_arch, draft_arch) -> None, raising `SpecError` for a draft config
+        that cannot serve this target.
     """
 
     name: str
@@ -35,6 +37,7 @@ class DrafterKind:
     cost_ratio: bool = False
     measurable: bool = True
     check: Callable | None = None
+    check_pair: Callable | None = None
 
 
 REGISTRY = {}
@@ -71,6 +74,14 @@ def _no_expert_dtype(dts):
     return {k: v for k, v in dts.items() if k != "expert_dtype"}
 
 
+def _same_hidden_size(target, head):
+    """An EAGLE head runs on the target's hidden states: its hidden size must be the target's."""
+    if head.d_model != target.d_model:
+        raise field_error("draft", head.name, f"an EAGLE head with hidden_size {target.d_model} like the target "
+                          f"{target.name} (this head has {head.d_model}; is it the head of another model?)",
+                          head.source)
+
+
 def _eagle(target, head, dts):
     return _models.eagle_head(head, target, **_no_expert_dtype(dts))
 
@@ -78,7 +89,7 @@ def _eagle(target, head, dts):
 register(DrafterKind("model", "a separate draft model (--draft: its config.json or slug)",
                      lambda target, draft, dts: _models.target(draft, **_no_expert_dtype(dts)), needs_draft=True))
 register(DrafterKind("eagle", "an EAGLE-1 / EAGLE-3 head on the target's hidden states (--draft: the head)",
-                     _eagle, needs_draft=True))
+                     _eagle, needs_draft=True, check_pair=_same_hidden_size))
 register(DrafterKind("mtp", "the target's own MTP layer, reused autoregressively",
                      lambda target, draft, dts: _models.mtp_head(target, **dts), check=_has_mtp))
 register(DrafterKind("ngram", "prompt lookup: no model cost", _no_model))

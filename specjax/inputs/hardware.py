@@ -87,10 +87,7 @@ def profile_from_dict(data, slug, source):
     for dt in flops:
         if dt not in COMPUTE_DTYPES:
             raise unknown_name("compute dtype in [flops_per_s]", dt, COMPUTE_DTYPES, source)
-        v = flops[dt]
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 1e6:
-            raise field_error(f"flops_per_s.{dt}", v, "FLOP/s (>= 1e6; did you give TFLOP/s?)", source)
-        peaks[dt] = catalogue.check("flops_per_s", v, source, f"flops_per_s.{dt}")
+        peaks[dt] = catalogue.check("flops_per_s", flops[dt], source, f"flops_per_s.{dt}")
     vals = {k: catalogue.check(k, data[k], source) if k in data else DEFAULTS[k] for k in RATES}
     for key in ("source", "calibrated_for"):
         if not isinstance(data.get(key, ""), str):

@@ -39,7 +39,7 @@ def _build(arch, *, p_dense, p_head, head_resident, p_stored, n_layers, n_full, 
         n_experts=arch.n_experts if n_moe else 0, top_k=arch.top_k if n_moe else 0,
         p_expert=arch.p_expert if n_moe else 0, b_expert=b_e, n_full_layers=n_full,
         n_window_layers=n_window, window=arch.window, attn_flops_per_ctx=arch.attn_flops_per_ctx,
-        kv_elems_per_tok=arch.kv_elems_per_tok, b_kv=b_kv)
+        kv_elems_per_tok=arch.kv_elems_per_tok, b_kv=b_kv, kv_heads=arch.kv_split)
     return Model(**{k: jnp.asarray(float(v), dtype) for k, v in vals.items()})
 
 

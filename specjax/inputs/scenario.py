@@ -84,6 +84,10 @@ class Scenario:
         if kind.needs_draft and not self.draft:
             raise SpecError(f"drafter={self.drafter!r} needs a draft model or head (--draft)"
                             + (f" in {src}" if src else ""))
+        if self.draft and not kind.needs_draft:
+            needing = " or ".join(n for n, k in drafters.REGISTRY.items() if k.needs_draft)
+            raise SpecError(f"draft={self.draft!r} is used only with drafter = {needing} (--drafter); "
+                            f"drafter={self.drafter!r} takes no draft" + (f" in {src}" if src else ""))
         if kind.cost_ratio:
             catalogue.check("draft_cost", self.draft_cost, src)
 
@@ -128,6 +132,8 @@ class Scenario:
         if kind.needs_draft:
             draft_arch = _models.load_architecture(self.draft)
             check_tp(draft_arch, self.tp, self.draft, self.source)
+            if kind.check_pair:
+                kind.check_pair(arch, draft_arch)
         if kind.check:
             kind.check(arch)
         return profile, arch, draft_arch

@@ -22,8 +22,25 @@ from ..cost import catalogue
 from . import crossover as _crossover
 from ..cost.speculative import step
 
-# name -> (pytree, leaf names); a single leaf is a plain input, several are one uniform scaling.
-INPUTS = {n: (i.tree, i.leaves) for n, i in catalogue.SENSITIVITY.items()}
+def terms(inp):
+    """(tree, leaf, gate) for each leaf an input moves (`catalogue.Input` leaf syntax): gate is the name
+    of a 0/1 leaf of the same tree that says whether the leaf scales, or None."""
+    out = []
+    for spec in inp.leaves:
+        leaf, _, gate = spec.partition("*")
+        tree, _, name = leaf.rpartition(".")
+        out.append((tree or inp.tree, name, gate or None))
+    return tuple(out)
+
+
+# name -> terms; one term without a gate is a plain input, anything else one uniform scaling at s = 1.
+INPUTS = {n: terms(i) for n, i in catalogue.SENSITIVITY.items()}
+
+
+def is_scaling(name):
+    """True if the input is a uniform scaling of several leaves (its derivative is d/ds at s = 1)."""
+    t = INPUTS[name]
+    return len(t) > 1 or t[0][2] is not None
 
 
 def _speedup(batch, hw, deploy, target, draft, dec):
@@ -39,12 +56,17 @@ def _partials(hw, deploy, target, draft, dec, batch):
     grads = jax.grad(_speedup, argnums=(0, 1, 2, 3, 4, 5))(batch, *values)
     trees = dict(zip(catalogue.TREES, zip(values, grads[1:])))
     out = {}
-    for name, (tree, leaves) in INPUTS.items():
-        vals, g = trees[tree]
-        if len(leaves) == 1:
-            out[name] = (getattr(vals, leaves[0]), getattr(g, leaves[0]))
+    for name, ts in INPUTS.items():
+        if not is_scaling(name):
+            (tree, leaf, _), = ts
+            vals, g = trees[tree]
+            out[name] = (getattr(vals, leaf), getattr(g, leaf))
         else:  # uniform scaling s of several leaves, at s = 1
-            out[name] = (jnp.ones_like(batch), sum(getattr(vals, leaf) * getattr(g, leaf) for leaf in leaves))
+            ds = 0.0
+            for tree, leaf, gate in ts:
+                vals, g = trees[tree]
+                ds = ds + getattr(vals, leaf) * getattr(g, leaf) * (getattr(vals, gate) if gate else 1.0)
+            out[name] = (jnp.ones_like(batch), ds)
     return grads[0], out
 
 
