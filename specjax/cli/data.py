@@ -205,7 +205,8 @@ def plot(kind: Annotated[PlotKind, typer.Argument(help="What to draw.")],
         if needs_alpha and not alpha:
             raise SpecError(f"plot {kind} needs --alpha (repeat it for several curves)")
         alphas = alpha or [0.5]  # roofline: acceptance does not enter the figure
-        dr, dc = (drafter, draft_cost) if needs_alpha or draft_cost is not None or drafter != "ratio" else ("ngram", None)
+        no_drafter = not needs_alpha and draft_cost is None and drafter == "ratio"  # roofline: the target only
+        dr, dc = ("ngram", None) if no_drafter else (drafter, draft_cost)
         out = {}
         for t in target:
             for h in hardware:
