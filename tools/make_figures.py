@@ -13,12 +13,14 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
 
 from specjax import api  # noqa: E402
 from specjax.engine import sweep, transfer, validate  # noqa: E402
 from specjax.inputs import measured, seed, spec  # noqa: E402
-from specjax.outputs import plots  # noqa: E402
+from specjax.inputs.scenario import Scenario  # noqa: E402
+from specjax.outputs import curves, plots  # noqa: E402
 
 
 def main():
@@ -29,8 +31,14 @@ def main():
                                   title="Llama-3-70B vs gpt-oss-120b on an H200 (headline scenario)")
     plots.save(fig, docs / "headline")
     res = {s: api.sensitivity(sc)["elasticities"] for s, sc in seed.scenarios().items()}
-    fig, _ = plots.sensitivity_figure(res, title="Elasticity of the crossover batch (headline scenario)")
+    fig, _ = plots.sensitivity_figure(res, title="Elasticity of the switch-off batch B_off (headline scenario)")
     plots.save(fig, docs / "sensitivity")
+    moe = Scenario(target="gpt-oss-120b", hardware="h200", drafter="eagle", draft="eagle3-gpt-oss-120b", k=3,
+                   alpha=0.7, kv_dtype="fp8", engine="roofline")
+    fig, _ = plots.speedup_figure(curves.speedup_grid({"gpt-oss-120b + EAGLE-3, k 3, alpha 0.7": moe},
+                                                      np.geomspace(1, 4096, 241)),
+                                  title="An MoE curve: a dip below 1 at small batch, then the switch-off batch")
+    plots.save(fig, docs / "moe_switch_off")
     data = ROOT / "data" / "measured"
     rows = measured.load(data / "public.csv") + measured.load(data / "step_times.csv")
     pure, s0 = validate.evaluate(rows, "roofline")

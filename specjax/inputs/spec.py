@@ -287,7 +287,7 @@ def _sensitivity(data, kind, src):
     if "sensitivity" not in data:
         return ()
     if kind != "crossover":
-        raise SpecError(f"[sensitivity] needs reduce.kind = 'crossover' (elasticities of B*) in {src}")
+        raise SpecError(f"[sensitivity] needs reduce.kind = 'crossover' (elasticities of B_off) in {src}")
     names = sens.get("inputs", list(catalogue.SENSITIVITY))
     if not isinstance(names, list) or not names:
         raise field_error("sensitivity.inputs", names, "a non-empty list of input names", src)

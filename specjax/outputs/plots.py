@@ -116,7 +116,7 @@ def speedup_figure(df, title="Speculative-decoding speedup vs batch"):
                 ax.axvspan(a, z, color=color, alpha=0.08, lw=0)
                 if few:
                     ax.annotate(f"dip {a:,.3g}-{z:,.3g}", (np.sqrt(a * z), 1.0), textcoords="offset points",
-                                xytext=(0, -14 - 11 * j), ha="center", color=color, fontsize=7)
+                                xytext=(0, 6 + 11 * j), ha="center", color=color, fontsize=7)
             if b_off:
                 ax.plot([b_off], [1.0], marker="o", ms=7, color=color, mec="white", zorder=5)
                 if few:
