@@ -1,12 +1,13 @@
 """Vmappable one-dimensional searches shared by the kernels (fixed iteration counts, no Python
 control flow on traced values, so they jit and vmap).
 
-`bisect` finds where a monotone predicate flips between two bounds. `sign_changes` finds every place
-where a smooth-or-kinked function g(x) on [1, x_max] changes sign (MODEL.md 3): g is sampled on a log
-grid together with its derivative (one `jax.jvp` per point); wherever the derivative changes sign
-inside a grid step, the extremum there is located by bisection on the derivative's sign and sampled
-too, so a dip (or a bump) narrower than one grid step is not missed; every sign change of the samples
-is then refined by bisection in log x.
+`bisect` finds where a monotone predicate flips between two bounds; `golden_min` the minimum of a
+function inside an interval. `sign_changes` finds every place where a smooth-or-kinked function g(x)
+on [1, x_max] changes sign (MODEL.md 3): g is sampled on a log grid; a dip (or a bump) narrower than
+one grid step leaves a discrete local minimum (maximum) on the grid beside it, and the extremum there
+is located by golden-section search over the two neighbouring steps and sampled too, so it is not
+missed; every sign change of the samples is then refined by bisection in log x. No derivatives, no
+sort and no scatter: on a vmapped CPU sweep each of those costs more than the whole search.
 """
 
 from typing import NamedTuple
@@ -30,6 +31,27 @@ def bisect(is_low, lo, hi, iters):
     return 0.5 * (a + b)
 
 
+GOLDEN = 0.6180339887498949
+
+
+def golden_min(f, lo, hi, iters):
+    """A local minimum of `f` on [lo, hi] by golden-section search (`iters` shrinks, one evaluation
+    each; the bracket shrinks by 0.618 per step). Returns (x, f(x))."""
+    c, d = hi - GOLDEN * (hi - lo), lo + GOLDEN * (hi - lo)
+
+    def body(_, st):
+        a, b, c, d, fc, fd = st
+        left = fc < fd  # the minimum is in [a, d]
+        a2, b2 = jnp.where(left, a, c), jnp.where(left, d, b)
+        c2 = jnp.where(left, b2 - GOLDEN * (b2 - a2), d)
+        d2 = jnp.where(left, c, a2 + GOLDEN * (b2 - a2))
+        f_new = f(jnp.where(left, c2, d2))
+        return a2, b2, c2, d2, jnp.where(left, f_new, fd), jnp.where(left, fc, f_new)
+
+    a, b, c, d, fc, fd = jax.lax.fori_loop(0, iters, body, (lo, hi, c, d, f(c), f(d)))
+    return jnp.where(fc < fd, c, d), jnp.minimum(fc, fd)
+
+
 class SignChanges(NamedTuple):
     """Where g < 0 on [1, x_max] ("below"), from the refined samples; NaN where there is none."""
 
@@ -47,15 +69,15 @@ class SignChanges(NamedTuple):
     samples: int          # points sampled (grid + refined extrema)
 
 
-def sign_changes(values, gap, x_max, n_grid, n_bisect, dtype, n_refine=4, refine_iters=24, max_dips=0):
+def sign_changes(values, gap, x_max, n_grid, n_bisect, dtype, n_refine=2, refine_iters=16, max_dips=0):
     """Sign changes of g(x) = gap(values(x)) for x in [1, x_max] (see the module docstring).
 
     Args:
       values: x -> a pytree of outputs (vmappable, differentiable in x).
       gap: outputs -> g (e.g. speedup - 1).
       x_max: upper end. n_grid: log-grid points; n_bisect: halvings per crossing (static).
-      n_refine: grid steps whose interior extremum is located and sampled (the n_refine most likely
-        to hide a sign change, by a tangent-line estimate of the extremum); refine_iters halvings each.
+      n_refine: discrete local extrema of g on the grid that are refined (those nearest to a sign
+        change first); refine_iters golden-section steps each.
       max_dips: how many closed below-intervals to locate (static; 0 for sweeps).
 
     Returns:
@@ -63,40 +85,34 @@ def sign_changes(values, gap, x_max, n_grid, n_bisect, dtype, n_refine=4, refine
     """
     lx = jnp.log(jnp.asarray(x_max, dtype))
     u = jnp.linspace(0.0, 1.0, n_grid, dtype=dtype) * lx
-    h = lambda uu: values(jnp.exp(uu))  # noqa: E731
-    g_of = lambda uu: gap(h(uu))  # noqa: E731
-    dg_of = lambda uu: jax.jvp(g_of, (uu,), (jnp.ones_like(uu),))[1]  # noqa: E731
-
-    def on_grid(uu):
-        outs, touts = jax.jvp(h, (uu,), (jnp.ones_like(uu),))
-        g, dg = jax.jvp(gap, (outs,), (touts,))
-        return outs, g, dg
-
-    outs, g, dg = jax.vmap(on_grid)(u)
-    ua, ub, ga, gb, da, db = u[:-1], u[1:], g[:-1], g[1:], dg[:-1], dg[1:]
-    is_min = (da < 0) & (db > 0) & (ga >= 0) & (gb >= 0)  # could dip below 0 inside the step
-    is_max = (da > 0) & (db < 0) & (ga < 0) & (gb < 0)    # could rise to 0 inside the step
-    denom = jnp.where(da != db, da - db, 1.0)
-    u_t = jnp.clip((gb - ga + da * ua - db * ub) / denom, ua, ub)  # where the end tangents meet
-    v_t = ga + da * (u_t - ua)
-    score = jnp.where(is_min, -v_t, jnp.where(is_max, v_t, -jnp.inf))
-    n_refine = min(n_refine, n_grid - 1)
-    _, idx = jax.lax.top_k(score, n_refine)
-    cand = (is_min | is_max)[idx]
-
-    def extremum(i):
-        neg_a = da[i] < 0
-        um = bisect(lambda uu: (dg_of(uu) < 0) == neg_a, ua[i], ub[i], refine_iters)
-        return um, g_of(um)
-
-    um, gm = jax.vmap(extremum)(idx)
-    us = jnp.concatenate([u, jnp.where(cand, um, ua[idx])])
-    gs = jnp.concatenate([g, jnp.where(cand, gm, ga[idx])])
-    order = jnp.argsort(us, stable=True)
-    us, gs = us[order], gs[order]
+    g_of = lambda uu: gap(values(jnp.exp(uu)))  # noqa: E731
+    outs = jax.vmap(lambda uu: values(jnp.exp(uu)))(u)
+    g = gap(outs)
+    # A dip (or bump) narrower than a grid step leaves a discrete local minimum (maximum) of g on the
+    # grid next to it: refine the n_refine most promising ones over their two neighbouring steps.
+    gl, gc, gr = g[:-2], g[1:-1], g[2:]
+    is_min = (gc < gl) & (gc <= gr) & (gc >= 0)
+    is_max = (gc > gl) & (gc >= gr) & (gc < 0)
+    score = jnp.where(is_min, -gc, jnp.where(is_max, gc, -jnp.inf))  # nearest to a sign change first
+    n_refine = min(n_refine, n_grid - 2)
+    ua, ga = u[:-1], g[:-1]
+    u_in, g_in = ua, ga  # interior sample of every grid step: its left end (changes nothing) unless refined
+    steps = jnp.arange(n_grid - 2)
+    step_of = jnp.arange(n_grid - 1)
+    for _ in range(n_refine):  # the best remaining candidate each time (argmax and masks: no sort, no scatter)
+        c = jnp.argmax(score)  # a local extremum at grid point c + 1
+        score = jnp.where(steps == c, -jnp.inf, score)
+        ok = jnp.any((steps == c) & (is_min | is_max))
+        sign = jnp.where(jnp.any((steps == c) & is_max), -1.0, 1.0)  # a bump is a minimum of -g
+        um, hm = golden_min(lambda uu: sign * g_of(uu), u[c], u[c + 2], refine_iters)
+        k = jnp.where(um < u[c + 1], c, c + 1)  # the grid step the extremum lies in
+        at = (step_of == k) & ok
+        u_in, g_in = jnp.where(at, um, u_in), jnp.where(at, sign * hm, g_in)
+    n = 2 * n_grid - 1
+    us = jnp.concatenate([jnp.stack([ua, u_in], axis=1).reshape(-1), u[-1:]])  # u0, in0, u1, in1, ..., u_last
+    gs = jnp.concatenate([jnp.stack([ga, g_in], axis=1).reshape(-1), g[-1:]])
     below = gs < 0
     down, up = ~below[:-1] & below[1:], below[:-1] & ~below[1:]
-    n = us.shape[0]
 
     def locate(j):  # the sign change in [us[j], us[j+1]], in log x
         return bisect(lambda uu: (g_of(uu) < 0) == below[j], us[j], us[j + 1], n_bisect)
@@ -110,7 +126,7 @@ def sign_changes(values, gap, x_max, n_grid, n_bisect, dtype, n_refine=4, refine
         js = jnp.concatenate([jnp.stack([j_first_down, j_last_down, j_first_up]), j_up, start_j])
     else:
         js = jnp.stack([j_first_down, j_last_down, j_first_up])
-    x = jnp.exp(jax.vmap(locate)(js))
+    x = jnp.exp(jnp.stack([locate(js[i]) for i in range(js.shape[0])]))
     any_down, n_up = down.any(), jnp.sum(up)
     first_below = jnp.where(below[0], jnp.asarray(1.0, dtype), jnp.where(any_down, x[0], nan))
     if max_dips:
@@ -124,4 +140,4 @@ def sign_changes(values, gap, x_max, n_grid, n_bisect, dtype, n_refine=4, refine
                        all_below=below.all(), first_below=first_below,
                        last_down=jnp.where(below[-1] & any_down, x[1], nan),
                        first_up=jnp.where(up.any(), x[2], nan), n_up=n_up, dips_from=dips_from, dips_to=dips_to,
-                       samples=n)
+                       samples=n_grid + n_refine)

@@ -26,7 +26,7 @@ from ..cost.speculative import step
 from ..cost.status import Curve, code
 
 N_GRID = 96        # log-grid points on [1, batch bound] (default)
-N_REFINE = 4       # grid steps whose interior extremum is located and sampled
+N_REFINE = 2       # discrete local extrema refined (dips narrower than a grid step found per curve)
 
 
 class Crossover(NamedTuple):
@@ -47,6 +47,11 @@ class Crossover(NamedTuple):
     dips_to: jnp.ndarray          # (max_dips,) dip ends
 
 
+def bisect_steps(dtype):
+    """Halvings of one log-grid step (at most ~0.12 in log B) that reach the dtype's resolution."""
+    return 28 if jnp.finfo(dtype).bits <= 32 else 40
+
+
 def speedup_at(hw, deploy, target, draft, dec, batch):
     """S at a (real) batch, other inputs as in `dec`."""
     return step(hw, deploy, target, draft, dec.replace(batch=batch)).speedup
@@ -61,18 +66,20 @@ def curve_status(c):
                                                    code(Curve.HELPS_WITH_DIPS)))))
 
 
-def find(hw, deploy, target, draft, dec, batch_max=65536.0, n_grid=N_GRID, n_bisect=40, max_dips=0):
+def find(hw, deploy, target, draft, dec, batch_max=65536.0, n_grid=N_GRID, n_bisect=None, max_dips=0):
     """Search S(B) on [1, batch_max]. `dec.batch` is ignored.
 
     Args:
       hw, deploy, target, draft, dec: as in `speculative.step`.
-      batch_max: the batch bound (sequences). n_grid: log-grid points; n_bisect: halvings per crossing;
+      batch_max: the batch bound (sequences). n_grid: log-grid points; n_bisect: halvings per crossing
+        (default: enough for the dtype's resolution, 28 in float32 and 40 in float64);
       max_dips: how many dips to locate exactly (static; the count `n_dips` is always exact).
 
     Returns:
       `Crossover`.
     """
     dtype = float_dtype(dec.alpha)
+    n_bisect = n_bisect or bisect_steps(dtype)
     c = sign_changes(lambda b: step(hw, deploy, target, draft, dec.replace(batch=b)), lambda r: r.speedup - 1.0,
                      batch_max, n_grid, n_bisect, dtype, n_refine=N_REFINE, max_dips=max_dips)
     s1, mb_sd = c.outputs.speedup[0], c.outputs.max_batch_sd[0]

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import optax
 
 from ..cost._search import sign_changes
+from .crossover import bisect_steps
 from ..cost.precision import float_dtype
 from ..cost.speculative import step
 
@@ -101,7 +102,7 @@ def best_speedup(hw, deploy, target, draft, dec, batch, k_max=16):
     return jnp.max(jax.vmap(lambda k: step(hw, deploy, target, draft, dec.replace(batch=batch, k=k)).speedup)(ks))
 
 
-def switch_off_batch(hw, deploy, target, draft, dec, k_max=16, batch_max=65536.0, n_grid=96, n_bisect=40):
+def switch_off_batch(hw, deploy, target, draft, dec, k_max=16, batch_max=65536.0, n_grid=96, n_bisect=None):
     """The batch beyond which even the best integer k no longer pays: the last crossing of the envelope
     max_k S(B, k) from >= 1 to < 1 below `batch_max` (NaN if it still pays at the bound, or never).
 
@@ -109,7 +110,7 @@ def switch_off_batch(hw, deploy, target, draft, dec, k_max=16, batch_max=65536.0
     return envelope(hw, deploy, target, draft, dec, k_max, batch_max, n_grid, n_bisect).last_down
 
 
-def envelope(hw, deploy, target, draft, dec, k_max=16, batch_max=65536.0, n_grid=96, n_bisect=40):
+def envelope(hw, deploy, target, draft, dec, k_max=16, batch_max=65536.0, n_grid=96, n_bisect=None):
     """`_search.SignChanges` of max_k S(B, k) - 1 on [1, batch_max]."""
     return sign_changes(lambda x: best_speedup(hw, deploy, target, draft, dec, x, k_max), lambda env: env - 1.0,
-                        batch_max, n_grid, n_bisect, float_dtype(dec.alpha))
+                        batch_max, n_grid, n_bisect or bisect_steps(float_dtype(dec.alpha)), float_dtype(dec.alpha))
