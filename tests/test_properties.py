@@ -215,3 +215,77 @@ top_k = [1, 4, 200]
     invalid = df.filter(pl.col("speedup").is_null())
     assert (invalid["status"].cast(pl.String) == "invalid_input").all()  # dense target or top_k > E
     assert set(invalid["pair"]) >= {"llama-3.1-8b+ngram"}
+
+
+# ---- random config.json dictionaries: refused with a clear error, or numbers that keep the invariants ----
+
+CONFIG_KEYS = {  # key -> strategy of (often hostile) values
+    "hidden_size": st.one_of(st.integers(-10, 16384), st.sampled_from([4096, 1e3, 2.5, "4096", True, None])),
+    "num_hidden_layers": st.one_of(st.integers(-3, 96), st.sampled_from([10**15, "32", None])),
+    "num_attention_heads": st.one_of(st.integers(-2, 128), st.sampled_from([32, 0, None])),
+    "num_key_value_heads": st.one_of(st.integers(-2, 64), st.sampled_from([8, None])),
+    "vocab_size": st.one_of(st.integers(-5, 200000), st.sampled_from([128256, None])),
+    "intermediate_size": st.one_of(st.integers(-5, 40000), st.sampled_from([14336, None])),
+    "num_local_experts": st.one_of(st.integers(-3, 256), st.sampled_from([0, None, 8.5])),
+    "num_experts_per_tok": st.one_of(st.integers(-3, 300), st.sampled_from([2, None])),
+    "moe_intermediate_size": st.one_of(st.integers(-5, 8192), st.sampled_from([None])),
+    "n_shared_experts": st.one_of(st.integers(-3000, 4), st.sampled_from([None])),
+    "draft_vocab_size": st.one_of(st.integers(-5, 300000), st.sampled_from([None, 0])),
+    "sliding_window": st.one_of(st.integers(-5, 8192), st.sampled_from([None])),
+    "tie_word_embeddings": st.sampled_from([True, False, "false", 0, None]),
+    "first_k_dense_replace": st.one_of(st.integers(-2, 100), st.sampled_from([None])),
+}
+
+
+@SETTINGS
+@given(st.fixed_dictionaries({}, optional=CONFIG_KEYS), st.sampled_from(["target", "draft"]),
+       st.sampled_from([1.0, 64.0, 4096.0]))
+def test_random_configs_are_refused_or_keep_the_invariants(tmp_path_factory, cfg, role, batch):
+    """Any config.json, as target or as draft model: a `SpecError` naming a field, or a point whose
+    numbers keep the model's invariants (times > 0, 0 < S <= tau <= k+1) whenever its status is ok."""
+    import json as _json
+
+    from specjax import api
+    from specjax.errors import SpecError
+    from specjax.inputs.scenario import Scenario
+
+    path = tmp_path_factory.mktemp("cfg") / "config.json"
+    path.write_text(_json.dumps({k: v for k, v in cfg.items() if v is not None}))
+    kw = dict(target=str(path)) if role == "target" else dict(target="llama-3.1-8b", drafter="model", draft=str(path))
+    try:
+        r = api.point(Scenario(hardware="h200", k=3, alpha=0.8, batch=batch, engine="roofline", **kw))
+    except SpecError as e:
+        assert str(e) and "\n" not in str(e)
+        return
+    if r["status"] == "ok":
+        assert r["t_target_s"] > 0 and r["t_verify_s"] >= r["t_target_s"] * (1 - 1e-5) and r["t_draft_s"] >= 0
+        assert 0 < r["speedup"] <= r["tokens_per_step"] * (1 + 1e-5) <= 4 * (1 + 1e-5)
+
+
+@pytest.mark.parametrize("key,value,field", [("n_shared_experts", -3000, "n_shared_experts"),
+                                             ("n_shared_experts", -10000, "n_shared_experts"),
+                                             ("draft_vocab_size", -5, "draft_vocab_size"),
+                                             ("sliding_window", -1, "sliding_window"),
+                                             ("num_hidden_layers", 10**15, "num_hidden_layers"),
+                                             ("tie_word_embeddings", "false", "tie_word_embeddings"),
+                                             ("num_experts_per_tok", 300, "num_experts_per_tok"),
+                                             ("first_k_dense_replace", -2, "first_k_dense_replace")])
+def test_absurd_config_values_are_refused_by_name(tmp_path, key, value, field):
+    """The red-team cases: a draft model with a negative shared-expert count used to give S = 7.45 with
+    k + 1 = 4 and status ok. Every count is an integer in a physical range, named when it is not."""
+    import json as _json
+
+    from specjax import api
+    from specjax.errors import SpecError
+    from specjax.inputs.scenario import Scenario
+
+    cfg = _json.loads((models.PRESET_DIR / "qwen3-30b-a3b.json").read_text())
+    path = tmp_path / "config.json"
+    path.write_text(_json.dumps({**cfg, key: value}))
+    with pytest.raises(SpecError, match=field):
+        api.point(Scenario(target="llama-3.1-8b", hardware="h200", drafter="model", draft=str(path), k=3,
+                           alpha=0.8, engine="roofline"))
+    path.write_text(_json.dumps(cfg))  # the untouched config runs, and keeps the invariants
+    r = api.point(Scenario(target="llama-3.1-8b", hardware="h200", drafter="model", draft=str(path), k=3, alpha=0.8,
+                           engine="roofline"))
+    assert r["status"] == "ok" and 0 < r["speedup"] <= r["tokens_per_step"]

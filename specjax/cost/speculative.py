@@ -77,7 +77,11 @@ def step(hw, deploy, target, draft, dec):
     speedup = tau * base.t_s / t_sd
     mb_base = max_batch(hw, deploy, (target,), dec.context + 1.0)
     mb_sd = max_batch(hw, deploy, (target, draft), dec.context + dec.k + 1.0)
-    status = point_status(dec.batch, mb_base, mb_sd)
+    # the model's invariants (every time > 0 and finite, 0 < S <= tau <= k+1): numbers that break them
+    # (float overflow, absurd inputs that slipped past the edge) are never reported with status ok
+    sane = (jnp.isfinite(speedup) & (base.t_s > 0) & (verify.t_s >= base.t_s * (1 - 1e-5)) & (t_sd > 0)
+            & (t_draft >= 0) & (speedup > 0) & (speedup <= tau * (1 + 1e-5)) & (tau <= dec.k + 1.0 + 1e-5))
+    status = jnp.where(sane, point_status(dec.batch, mb_base, mb_sd), code(Point.INVALID_INPUT))
     return Result(
         speedup=speedup, tokens_per_step=tau, alpha=jnp.asarray(dec.alpha, speedup.dtype), t_target_s=base.t_s,
         t_draft_s=t_draft, t_verify_s=verify.t_s, t_sd_step_s=t_sd,

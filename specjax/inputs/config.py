@@ -83,41 +83,80 @@ class Architecture:
         return 0 if self.tied else self.vocab * self.d_model
 
 
-def _get(cfg, key, source, default=None, required=True, lo=1):
+# Upper bounds of the counts and sizes a config.json may give: far above any real model, low enough
+# that an absurd value is refused instead of hanging a loop over layers or overflowing float32.
+HI = {"hidden_size": 1 << 20, "d_model": 1 << 20, "num_hidden_layers": 10_000, "num_layers": 10_000,
+      "num_decoder_layers": 10_000, "num_attention_heads": 1 << 16, "num_heads": 1 << 16,
+      "num_key_value_heads": 1 << 16, "head_dim": 1 << 16, "d_kv": 1 << 16, "vocab_size": 1 << 27,
+      "draft_vocab_size": 1 << 27, "kv_lora_rank": 1 << 20, "q_lora_rank": 1 << 20, "qk_rope_head_dim": 1 << 16,
+      "qk_nope_head_dim": 1 << 16, "v_head_dim": 1 << 16, "num_experts": 1 << 20, "num_experts_per_tok": 1 << 20,
+      "n_shared_experts": 1 << 10, "num_nextn_predict_layers": 100, "sliding_window": 1 << 40,
+      "attention_chunk_size": 1 << 40}
+SIZE_HI = 1 << 27  # FFN widths
+
+
+def _get(cfg, key, source, default=None, required=True, lo=1, hi=None):
+    """An integer count or size of the config: present (if `required`), an int (not a bool), in
+    [lo, hi] (`HI`, or `SIZE_HI` for widths); None if absent and not required."""
     v = cfg.get(key, default)
     if v is None:
         if required:
             raise SpecError(f"missing required key {key!r} in {source}")
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < lo:
-        raise field_error(key, v, f"a number >= {lo}", source)
+    hi = hi or HI.get(key, SIZE_HI)
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise field_error(key, v, f"an integer {lo} <= {key} <= {hi}", source)
+    return v
+
+
+def _opt(cfg, key, source, lo=0, hi=None):
+    """An optional count: absent, null or 0 mean none (0); anything else an integer in [max(lo, 1), hi]."""
+    if cfg.get(key) in (None, 0) and not isinstance(cfg.get(key), bool):
+        return 0
+    return _get(cfg, key, source, required=False, lo=max(lo, 1), hi=hi)
+
+
+def _flag(cfg, key, default, source):
+    """A boolean key: a JSON true/false (a string "false" is refused, not read as true)."""
+    v = cfg.get(key, default)
+    if v is None:
+        return default
+    if not isinstance(v, bool):
+        raise field_error(key, v, "true or false", source)
     return v
 
 
 def _layer_kinds(cfg, n, source):
     """(n_full, n_window, window) from layer_types / sliding_window / attention_chunk_size."""
     types = cfg.get("layer_types")
-    window = cfg.get("sliding_window") or cfg.get("attention_chunk_size")
-    if isinstance(types, list):
+    window = _opt(cfg, "sliding_window", source) or _opt(cfg, "attention_chunk_size", source)
+    if types is not None:
+        if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+            raise field_error("layer_types", types, "a list of layer type names", source)
         if len(types) != n:
             raise field_error("layer_types", f"list of {len(types)}", f"one entry per layer ({n})", source)
         windowed = sum(t in ("sliding_attention", "chunked_attention") for t in types)
         if windowed and not window:
             raise SpecError(f"layer_types has sliding layers but no sliding_window in {source}")
         return n - windowed, windowed, float(window or 0)
-    if window and cfg.get("use_sliding_window", True) and cfg.get("model_type") in ("mistral",):
+    if window and _flag(cfg, "use_sliding_window", True, source) and cfg.get("model_type") in ("mistral",):
         return 0, n, float(window)
     return n, 0, 0.0
 
 
-def _moe_layer_count(cfg, n, n_experts):
+def _moe_layer_count(cfg, n, n_experts, source):
     if not n_experts:
         return 0
-    only_dense = set(cfg.get("mlp_only_layers") or [])
-    first_dense = cfg.get("first_k_dense_replace") or 0
-    freq = cfg.get("moe_layer_freq") or 1
-    sparse_step = cfg.get("decoder_sparse_step") or 1
-    interleave = cfg.get("interleave_moe_layer_step") or 1
+    only = cfg.get("mlp_only_layers") or []
+    if not isinstance(only, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in only):
+        raise field_error("mlp_only_layers", only, "a list of layer indices", source)
+    only_dense = set(only)
+    first_dense = _opt(cfg, "first_k_dense_replace", source, hi=n)
+    freq = _opt(cfg, "moe_layer_freq", source, hi=n) or 1
+    sparse_step = _opt(cfg, "decoder_sparse_step", source, hi=n) or 1
+    interleave = _opt(cfg, "interleave_moe_layer_step", source, hi=n) or 1
     count = 0
     for i in range(n):
         if i in only_dense or i < first_dense or i % freq:
@@ -163,7 +202,7 @@ def _t5(cfg, name, source):
         kv_elems_per_tok=2 * 2 * inner,  # self + cross attention caches per decoder layer
         n_full_layers=n_dec, n_window_layers=0, window=0.0, n_dense_ffn_layers=n_dec,
         dense_ffn_width=dff, n_moe_layers=0, n_experts=0, top_k=0, expert_width=0, shared_width=0,
-        tied=bool(cfg.get("tie_word_embeddings", False)), gated_ffn=gated,
+        tied=_flag(cfg, "tie_word_embeddings", False, source), gated_ffn=gated,
         p_stored_only=n_dec * 2 * d * inner + n_enc * (4 * d * inner + ffn), source=source)
 
 
@@ -171,7 +210,7 @@ def from_dict(cfg, name="model", source="config.json"):
     """Build an `Architecture` from a parsed Hugging Face config dict."""
     if not isinstance(cfg, dict):
         raise SpecError(f"{source} must hold a JSON object, got {type(cfg).__name__}")
-    if cfg.get("model_type") == "t5" or cfg.get("is_encoder_decoder"):
+    if cfg.get("model_type") == "t5" or _flag(cfg, "is_encoder_decoder", False, source):
         return _t5(cfg, name, source)
     d = _get(cfg, "hidden_size", source)
     n = _get(cfg, "num_hidden_layers", source)
@@ -182,8 +221,14 @@ def from_dict(cfg, name="model", source="config.json"):
     head_dim = _get(cfg, "head_dim", source, default=d // h if d % h == 0 else None)
     vocab = _get(cfg, "vocab_size", source)
     kv_lora = _get(cfg, "kv_lora_rank", source, required=False)
-    archs = " ".join(cfg.get("architectures") or [])
-    eagle = 3 if ("Eagle3" in archs or cfg.get("draft_vocab_size")) else (1 if "Eagle" in archs else 0)
+    arch_list = cfg.get("architectures") or []
+    if not isinstance(arch_list, list) or not all(isinstance(a, str) for a in arch_list):
+        raise field_error("architectures", arch_list, "a list of class names", source)
+    archs = " ".join(arch_list)
+    draft_vocab = _opt(cfg, "draft_vocab_size", source)
+    if draft_vocab > vocab:
+        raise field_error("draft_vocab_size", draft_vocab, f"<= vocab_size ({vocab})", source)
+    eagle = 3 if ("Eagle3" in archs or draft_vocab) else (1 if "Eagle" in archs else 0)
     in_mult = 2 if eagle == 3 else 1  # EAGLE-3 attention reads 2*d wide inputs (its q, k, v projections)
     if kv_lora:  # MLA, absorbed form
         rope = _get(cfg, "qk_rope_head_dim", source)
@@ -199,10 +244,10 @@ def from_dict(cfg, name="model", source="config.json"):
         attn_flops = 4 * h * head_dim
         kv_elems = 2 * h_kv * head_dim
     n_full, n_window, window = _layer_kinds(cfg, n, source)
-    n_experts = cfg.get("n_routed_experts") or cfg.get("num_local_experts") or cfg.get("num_experts") or 0
-    if n_experts and (isinstance(n_experts, bool) or not isinstance(n_experts, int) or n_experts < 1):
-        raise field_error("num_experts", n_experts, "an integer >= 1", source)
-    n_moe = _moe_layer_count(cfg, n, n_experts)
+    n_experts = 0
+    for key in ("n_routed_experts", "num_local_experts", "num_experts"):
+        n_experts = n_experts or _opt(cfg, key, source, lo=1, hi=HI["num_experts"])
+    n_moe = _moe_layer_count(cfg, n, n_experts, source)
     top_k = _get(cfg, "num_experts_per_tok", source) if n_moe else 0
     if n_moe and top_k > n_experts:
         raise field_error("num_experts_per_tok", top_k, f"<= number of experts ({n_experts})", source)
@@ -213,8 +258,8 @@ def from_dict(cfg, name="model", source="config.json"):
     else:
         expert_w = _get(cfg, "moe_intermediate_size", source, default=ffn) if n_moe else 0
         dense_w = ffn
-        shared_w = (cfg.get("shared_expert_intermediate_size")
-                    or (cfg.get("n_shared_experts") or 0) * expert_w) if n_moe else 0
+        shared_w = (_opt(cfg, "shared_expert_intermediate_size", source)
+                    or _opt(cfg, "n_shared_experts", source) * expert_w) if n_moe else 0
     w_dt, e_dt, h_dt = _dtypes(cfg)
     extra = 0
     if eagle:
@@ -225,10 +270,10 @@ def from_dict(cfg, name="model", source="config.json"):
         n_full_layers=n_full, n_window_layers=n_window, window=window,
         n_dense_ffn_layers=n - n_moe, dense_ffn_width=dense_w, n_moe_layers=n_moe, n_experts=n_experts,
         top_k=top_k, expert_width=expert_w, shared_width=shared_w,
-        tied=bool(cfg.get("tie_word_embeddings", False)), p_extra_read=extra,
+        tied=_flag(cfg, "tie_word_embeddings", False, source), p_extra_read=extra,
         weight_dtype=w_dt, expert_dtype=e_dt, head_dtype=h_dt,
-        mtp_layers=int(cfg.get("num_nextn_predict_layers") or 0), eagle_version=eagle,
-        draft_vocab=int(cfg.get("draft_vocab_size") or 0), mla=bool(kv_lora), source=source)
+        mtp_layers=_opt(cfg, "num_nextn_predict_layers", source), eagle_version=eagle,
+        draft_vocab=draft_vocab, mla=bool(kv_lora), source=source)
 
 
 def load_json(path):
