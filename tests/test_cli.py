@@ -15,6 +15,8 @@ POINT = ["point", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--batch
 def replacing(base, extra):
     """`base` with every option that `extra` gives removed first (an option may appear only once)."""
     given = {a for a in extra if a.startswith("--")}
+    if "--drafter" in given and extra[extra.index("--drafter") + 1] not in ("model", "eagle"):
+        given.add("--draft")  # a drafter kind that takes no draft config
     out, skip = [], False
     for a in base:
         if skip:
