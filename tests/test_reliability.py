@@ -149,8 +149,8 @@ CASES = {
     # model config.json
     "config-truncated": cfg_case(cfg()[:100], "malformed JSON"),
     "config-missing-key": cfg_case(cfg(num_hidden_layers=None), "missing required key 'num_hidden_layers'"),
-    "config-negative": cfg_case(cfg(hidden_size=-4096),
-                                "hidden_size=-4096 in {d}/config.json; expected an integer 1 <= hidden_size <= 1048576"),
+    "config-negative": cfg_case(cfg(hidden_size=-4096), "hidden_size=-4096 in {d}/config.json; expected an "
+                                "integer 1 <= hidden_size <= 1048576"),
     "config-string": cfg_case(cfg(num_attention_heads="32"), "num_attention_heads='32'"),
     "config-array": cfg_case("[1, 2, 3]", "must hold a JSON object"),
     "config-not-utf8": cfg_case(b"\xff" + cfg().encode(), "is not UTF-8 text"),

@@ -8,7 +8,6 @@ Parameters are weight matrices only (MODEL.md section 5): biases, norms and sink
 
 import dataclasses
 import json
-import math
 import pathlib
 
 from ..errors import SpecError, field_error, read_text
