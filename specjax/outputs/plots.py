@@ -50,6 +50,7 @@ def save(fig, out):
 
 
 LINESTYLES = ["-", "--", "-.", ":"]
+SIZES = [340, 190, 105, 55, 24]  # roofline markers: operators sharing an intensity stay visible as rings
 LABELS = {"alpha": "alpha", "k_tokens": "k", "context_tokens": "context", "hardware": "hw", "pair": ""}
 STATUS_COLOURS = {"helps_throughout": "#009E73", "never_helps": "#D55E00", "helps_with_dips": "#56B4E9"}
 
@@ -232,7 +233,7 @@ def roofline_figure(data, peak, bw, batches, k, label="", title=None):
         for kind in ("decode", "verify"):
             sub = data.filter((pl.col("operator") == op) & (pl.col("pass_kind") == kind))
             if sub.height:
-                ax.scatter(sub["intensity"], sub["achieved_flops_per_s"], marker=markers[kind], s=150 - 28 * i,
+                ax.scatter(sub["intensity"], sub["achieved_flops_per_s"], marker=markers[kind], s=SIZES[i % len(SIZES)],
                            color=OKABE_ITO[i], edgecolor="#333333", lw=0.6, label=f"{op}, {kind}", zorder=3 + i)
     for b in batches:  # label each batch once, at its first operator's decode point
         row = data.filter((pl.col("batch") == float(b)) & (pl.col("operator") == ops[0]) &
