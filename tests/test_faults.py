@@ -125,3 +125,60 @@ def test_sigkill_at_random_point_then_resume_is_identical(tmp_path, clean_run, s
     assert_same(canonical(out), want)
     assert not list(out.rglob(".*.tmp-*")), "a killed writer's temporaries are removed on resume"
     assert io.read_results(out).select(pl.len()).collect().item() == want.height
+
+
+def test_a_foreign_directory_is_refused_and_nothing_of_the_user_is_touched(tmp_path):
+    """A sweep into a directory of the user's own files (their temporaries and a `_manifest.json` that
+    is not ours included) is refused, with or without --overwrite, and every file stays as it was."""
+    s = spec.load(DATA / "tiny.toml")
+    out = tmp_path / "mine"
+    (out / "deep").mkdir(parents=True)
+    files = {out / "notes.txt": "mine", out / "deep" / ".draft.tmp-123": "half-written by my editor",
+             out / ".x.tmp-9": "also mine"}
+    for f, text in files.items():
+        f.write_text(text)
+    for overwrite in (False, True):
+        with pytest.raises(SpecError, match="files specjax did not write"):
+            sweep.run(s, out, overwrite=overwrite)
+    assert all(f.read_text() == text for f, text in files.items())
+    assert sorted(p.name for p in out.iterdir()) == [".x.tmp-9", "deep", "notes.txt"]
+
+
+def test_only_our_temporaries_are_cleaned(tmp_path):
+    s = spec.load(DATA / "tiny.toml")
+    sweep.run(s, tmp_path)
+    part = next(tmp_path.glob("hardware=*/pair=*/part-*.parquet"))
+    ours = part.with_name(f".{part.name}.tmp-4242")
+    ours.write_bytes(b"PAR1 half")
+    (tmp_path / "._manifest.json.tmp-77").write_text("{")
+    res = sweep.run(s, tmp_path, resume=True)
+    assert res["chunks_written"] == 0 and not ours.exists() and not (tmp_path / "._manifest.json.tmp-77").exists()
+
+
+def test_resume_refuses_a_changed_input_file(tmp_path):
+    """--resume compares the resolved inputs (file bytes and package version), not just the spec text:
+    editing a hardware file the spec names between runs would mix old and new results."""
+    hw = tmp_path / "gpu.toml"
+    hw.write_text((pathlib.Path(io.__file__).parents[1] / "presets" / "hardware" / "h100-sxm.toml").read_text())
+    text = (DATA / "tiny.toml").read_text().replace('hardware = ["h100-sxm", "mi300x"]', f'hardware = ["{hw}"]')
+    s = spec.from_text(text, "t.toml")
+    out = tmp_path / "out"
+    sweep.run(s, out)
+    assert (out / sweep.INPUTS_FILE).read_text() == s.inputs_sha256()
+    assert sweep.run(s, out, resume=True)["chunks_written"] == 0  # unchanged: resumes
+    hw.write_text(hw.read_text().replace("hbm_bytes_per_s = 3.35e+12", "hbm_bytes_per_s = 4e12"))
+    with pytest.raises(SpecError, match="changed since"):
+        sweep.run(s, out, resume=True)
+    assert sweep.run(s, out, overwrite=True)["chunks_written"] > 0
+
+
+def test_report_never_replaces_an_earlier_sweep_silently(tmp_path):
+    out = tmp_path / "rep"
+    r = specjax("report", str(DATA / "tiny.toml"), "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    before = sorted(p.stat().st_mtime_ns for p in (out / "data").glob("hardware=*/pair=*/part-*.parquet"))
+    r = specjax("report", str(DATA / "tiny.toml"), "--out", str(out))
+    assert r.returncode == 2 and "earlier sweep" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert sorted(p.stat().st_mtime_ns for p in (out / "data").glob("hardware=*/pair=*/part-*.parquet")) == before
+    assert specjax("report", str(DATA / "tiny.toml"), "--out", str(out), "--resume").returncode == 0
+    assert specjax("report", str(DATA / "tiny.toml"), "--out", str(out), "--overwrite").returncode == 0

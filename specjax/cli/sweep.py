@@ -92,7 +92,8 @@ def print_summary(df, width=100):
 @app.command()
 def report(spec_file: Annotated[str, typer.Argument(metavar="SPEC", help="Sweep spec (TOML).")],
            out: Annotated[str, typer.Option(help="Report directory (index.html, figures/, data/).")] = "out/report",
-           resume: Annotated[bool, typer.Option(help="Reuse finished chunks of an earlier run.")] = False):
+           resume: Annotated[bool, typer.Option(help="Reuse finished chunks of an earlier run.")] = False,
+           overwrite: Annotated[bool, typer.Option(help="Replace an earlier sweep in OUT/data.")] = False):
     """Run a sweep and write a self-contained HTML report with figures, key numbers and assumptions."""
     import pathlib
 
@@ -102,6 +103,7 @@ def report(spec_file: Annotated[str, typer.Argument(metavar="SPEC", help="Sweep 
 
     sp = _spec.load(spec_file)
     data_dir = pathlib.Path(out) / "data"
-    _sweep.run(sp, data_dir, overwrite=not resume, resume=resume)
+    _sweep.preflight(sp, data_dir, resume, overwrite)  # an earlier sweep there is never replaced silently
+    _sweep.run(sp, data_dir, overwrite=overwrite, resume=resume)
     path = _report.write(sp, data_dir, out)
     print(f"wrote {path}")

@@ -57,6 +57,11 @@ def preflight(spec, out, resume=False, overwrite=False, num_processes=1):
     out = pathlib.Path(out)
     resume = resume or num_processes > 1
     spec_file = out / "_spec.toml"
+    foreign = foreign_entries(out)
+    if foreign:
+        raise SpecError(f"output directory {str(out)!r} holds files specjax did not write (e.g. {foreign[0]!r}); "
+                        "expected an empty or new directory, or an earlier sweep's (nothing there is ever removed "
+                        "or replaced unless specjax wrote it)")
     existing = list(out.glob("hardware=*/pair=*/part-*.parquet")) if out.is_dir() else []
     if spec_file.exists() and not overwrite:
         if not resume:
@@ -65,9 +70,37 @@ def preflight(spec, out, resume=False, overwrite=False, num_processes=1):
         if spec_file.read_text() != spec.text:
             raise SpecError(f"--resume: the spec differs from the one in {str(spec_file)!r}; "
                             "use --overwrite or another --out")
+        digest = out / INPUTS_FILE
+        if digest.exists() and digest.read_text().strip() != spec.inputs_sha256():
+            raise SpecError(f"--resume: a hardware, model or engine file the spec names (or the specjax version) "
+                            f"changed since {str(out)!r} was written; use --overwrite or another --out")
     elif existing and not overwrite:
         raise SpecError(f"output directory {str(out)!r} holds result files but no _spec.toml; use --overwrite")
     return existing
+
+
+INPUTS_FILE = "_inputs.sha256"  # `SweepSpec.inputs_sha256` of the run that wrote the directory
+OWN_TOP = {"_spec.toml", "_manifest.json", INPUTS_FILE, io.LOCK}  # what specjax writes at the top of a sweep
+
+
+def _ours(name):
+    """True for a top-level entry specjax writes (its temporaries included)."""
+    base = name[1:].split(".tmp-")[0] if name.startswith(".") and ".tmp-" in name else name
+    return (base in OWN_TOP or base.startswith(("hardware=", "_manifest.", f"{io.LOCK}."))
+            or (base.startswith("_spec.toml")))
+
+
+def foreign_entries(out):
+    """Top-level entries of `out` that no sweep of specjax would write (a user's own files)."""
+    if not out.is_dir():
+        return []
+    return sorted(e.name for e in out.iterdir() if not _ours(e.name))
+
+
+def own_temporaries(out):
+    """Hidden temporaries of files specjax writes (parts, spec, manifest, digest) left by a killed run."""
+    tops = [f for f in out.glob(".*.tmp-*") if _ours(f.name)]
+    return tops + list(out.glob("hardware=*/pair=*/.part-*.parquet.tmp-*"))
 
 
 def run(spec, out, *, resume=False, overwrite=False, n_devices=None, process_id=0, num_processes=1,
@@ -93,8 +126,8 @@ def run(spec, out, *, resume=False, overwrite=False, n_devices=None, process_id=
     with io.locked(out, lock_name):
         spec_file = out / "_spec.toml"
         existing = preflight(spec, out, resume, overwrite and process_id == 0, num_processes)
-        if num_processes == 1:  # we hold the only lock: temporaries of a killed writer are garbage
-            for f in out.glob("**/.*.tmp-*"):
+        if num_processes == 1:  # we hold the only lock: our temporaries of a killed writer are garbage
+            for f in own_temporaries(out):
                 f.unlink(missing_ok=True)
         if overwrite and process_id == 0:
             for f in existing:
@@ -102,6 +135,7 @@ def run(spec, out, *, resume=False, overwrite=False, n_devices=None, process_id=
             (out / "_manifest.json").unlink(missing_ok=True)
         if process_id == 0 or not spec_file.exists():
             io.write_bytes_atomic(spec_file, spec.text.encode())
+            io.write_bytes_atomic(out / INPUTS_FILE, spec.inputs_sha256().encode())
         meta_base = {"specjax_spec": spec.text, "specjax_spec_sha256": spec.sha256,
                      "specjax_versions": json.dumps(io.versions()), "specjax_reduce": spec.reduce}
         kern = sweep_kernel.chunk_kernel(p.chunk, p.n_devices, sweep_kernel.config(spec))

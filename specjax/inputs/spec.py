@@ -76,6 +76,29 @@ class SweepSpec:
     def sha256(self):
         return hashlib.sha256(self.text.encode()).hexdigest()
 
+    def inputs_sha256(self):
+        """Hash of everything the results depend on: the spec text, the bytes of every hardware, model
+        and engine file (user files or the presets the names resolve to) and the package version. A
+        `--resume` with a different hash would mix old and new results."""
+        from .. import __version__
+        from . import engines as _engines
+        from . import hardware as _hardware
+        from . import models as _models
+
+        h = hashlib.sha256(self.text.encode())
+        h.update(__version__.encode())
+        names = [("hardware", n) for n in self.hardware] + [("engine", self.engine)]
+        for pair in self.pairs:
+            names += [("model", pair.target), ("model", pair.draft), ("engine", pair.engine)]
+        dirs = {"hardware": _hardware.PRESET_DIR, "model": _models.PRESET_DIR, "engine": _engines.PRESET_DIR}
+        for kind, name in names:
+            if not name:
+                continue
+            candidates = [pathlib.Path(name)] + [dirs[kind] / f"{name}{ext}" for ext in (".toml", ".json")]
+            found = next((c for c in candidates if c.is_file()), None)
+            h.update(f"{kind}:{name}:".encode() + (found.read_bytes() if found else b"-"))
+        return h.hexdigest()
+
     @property
     def rows_per_combo(self):
         """Output rows per (hardware, pair): product of the numeric axis sizes (reduced axes excluded)."""

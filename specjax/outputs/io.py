@@ -2,6 +2,7 @@
 
 Layout of a sweep output directory:
   _spec.toml                    the spec text (written first; `--resume` checks it matches)
+  _inputs.sha256                digest of the resolved inputs (file bytes, version); `--resume` checks it
   _manifest.json                written last, atomically: rows, chunks, hashes, versions, timing
   hardware=<slug>/pair=<label>/part-<chunk>.parquet   hive-partitioned result parts
 Every file is written to a hidden temporary in the same directory and renamed into place, so
