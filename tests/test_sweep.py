@@ -213,3 +213,26 @@ def test_more_than_2_31_rows_needs_x64(tmp_path):
     d = json.loads(r.stdout)
     assert d["points"] == 4096 * 4096 * 512 and d["chunks"] == 8192 and d["est_peak_rss_bytes"] < 2e9
     assert not (tmp_path / "o").exists()
+
+
+def test_spec_refuses_colliding_or_unsafe_hardware_names_and_indivisible_tp_axes(tmp_path):
+    """Partition labels must be unique and round-trip (hardware=<stem>); a tp axis gets the checks the
+    CLI applies to one tp (heads and widths divide)."""
+    from specjax.inputs import hardware as _hw
+
+    preset = (_hw.PRESET_DIR / "h100-sxm.toml").read_text()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    for f in (tmp_path / "a" / "gpu.toml", tmp_path / "b" / "gpu.toml", tmp_path / "x=y.toml"):
+        f.write_text(preset)
+    base = ('name = "t"\nengine = "roofline"\nhardware = {hw}\n[[pairs]]\ntarget = "llama-3.1-8b"\n'
+            'drafter = "ngram"\n[fixed]\nk = 3\nalpha = 0.7\nbatch = 8\n')
+    two = f'["{tmp_path / "a" / "gpu.toml"}", "{tmp_path / "b" / "gpu.toml"}"]'
+    with pytest.raises(SpecError, match="share the result directory hardware=gpu"):
+        spec.from_text(base.format(hw=two), "s.toml")
+    with pytest.raises(SpecError, match="letters, digits and . _ \\+ -"):
+        spec.from_text(base.format(hw=f'["{tmp_path / "x=y.toml"}"]'), "s.toml")
+    with pytest.raises(SpecError, match="axes.tp = 3 .*a divisor of the 32 attention heads"):
+        spec.from_text(base.format(hw='["h100-sxm"]') + "[axes]\ntp = [1, 2, 3, 4]\n", "s.toml")
+    ok = spec.from_text(base.format(hw='["h100-sxm"]') + "[axes]\ntp = [1, 2, 4, 8]\n", "s.toml")
+    assert ok.rows == 4

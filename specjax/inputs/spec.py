@@ -221,6 +221,15 @@ def _hardware(data, src):
         hardware = [hardware]
     if not isinstance(hardware, list) or not hardware or not all(isinstance(h, str) for h in hardware):
         raise field_error("hardware", data.get("hardware"), "a non-empty list of presets or TOML paths", src)
+    stems = [pathlib.Path(h).stem for h in hardware]  # the partition label of each (hardware=<stem>)
+    for h, stem in zip(hardware, stems):
+        if not LABEL.fullmatch(stem):
+            raise field_error("hardware", h, "a preset or a TOML file whose name has only letters, digits and "
+                              ". _ + - (it names a result directory)", src)
+    dup = next((st for st in stems if stems.count(st) > 1), None)
+    if dup:
+        raise field_error("hardware", [h for h, st in zip(hardware, stems) if st == dup],
+                          f"distinct names: these share the result directory hardware={dup}; rename one file", src)
     return tuple(hardware)
 
 
@@ -352,6 +361,13 @@ def from_text(text, source="<spec>"):
         raise field_error("axes", f"{spec.rows_per_combo} rows", "at most 2^40 rows per combination", src)
     for h, p in spec.combos:  # loads every preset and checks every scalar once, before anything runs
         spec.scenario(h, p).check()
+    if "tp" in axes:  # every tp of the axis passes the checks the CLI applies to one (heads, widths divide)
+        for p in pairs:
+            for tp in sorted({int(t) for t in np.asarray(axes["tp"]).ravel()}):
+                try:
+                    dataclasses.replace(spec.scenario(spec.hardware[0], p), tp=tp).check()
+                except SpecError as e:
+                    raise SpecError(f"axes.tp = {tp} for pair {p.label!r}: {e}") from None
     return spec
 
 
