@@ -281,3 +281,14 @@ def test_an_engine_without_a_profile_gets_the_generic_one(tmp_path):
     generic, pure = df["predicted_speedup"].to_list()
     g = engines.load(engines.GENERIC).values
     assert g["layer_overhead_s"] > 0 and generic != pytest.approx(pure, rel=1e-3)
+
+
+@pytest.mark.parametrize("text", ['a "quoted" \\path\\', "tab\there", "emoji 😀 and ü", "ctrl \x01\x1f\x7f end",
+                                  'x"\nname = "injected'])
+def test_profile_toml_strings_round_trip(text):
+    """Strings a user controls (CSV paths, names) are escaped for TOML: they read back unchanged and
+    cannot inject keys."""
+    import tomllib
+
+    back = tomllib.loads(f"name = {calibrate.toml_string(text)}\n")
+    assert back == {"name": text}

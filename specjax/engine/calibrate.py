@@ -21,7 +21,6 @@ identified. `Calibration` reports both lists, the errors and the condition numbe
 
 import dataclasses
 import functools
-import json
 import sys
 import zlib
 
@@ -280,7 +279,22 @@ def _toml_value(v):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     if isinstance(v, (int, float)):
         return f"{v:.6g}" if isinstance(v, float) else str(v)
-    return json.dumps(str(v))
+    return toml_string(str(v))
+
+
+def toml_string(s):
+    """A TOML basic string: quotation mark, backslash and the control characters TOML forbids raw
+    (U+0000-U+001F except tab, U+007F) escaped; everything else, emoji included, written as itself
+    (JSON's surrogate-pair escapes are not valid TOML)."""
+    out = []
+    for ch in s:
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif (ord(ch) < 0x20 and ch != "\t") or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04X}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
 
 
 def profile_toml(cal, stats):
