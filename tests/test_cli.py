@@ -256,3 +256,12 @@ def test_json_numbers_are_short_and_inputs_are_echoed(capsys):
                            "expert_dtype": "bf16", "kv_dtype": "bf16", "compute_dtype": "bf16", "k": 3, "alpha": 0.7,
                            "accepted_length": None, "batch": 16, "context": 2048, "tp": 1, "roofline": "operator",
                            "memory_fraction": 0.9, "expert_locality": 0}
+
+
+@pytest.mark.parametrize("value", ["inf", "1e308", "1", "nan"])
+def test_batch_max_out_of_range_is_refused(capsys, value):
+    """An infinite or float-overflowing search bound used to give null speedups with status ok."""
+    for cmd in ("crossover", "sensitivity", "optimize"):
+        code, out, err = run(capsys, [cmd, "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "ngram",
+                                      "--alpha", "0.7", "--batch-max", value])
+        assert code == 2 and f"batch_max={float(value)!r}" in err and out == "" and len(err.splitlines()) == 1

@@ -139,7 +139,7 @@ _MODEL_FLAGS = [  # (name, annotation, default): the operating point, shared by 
     ("compute_dtype", CDtype, "bf16"), ("roofline", Roof, RooflineChoice.operator), ("memory_fraction", MemFrac, 0.9),
     ("engine", Engine, DEFAULT_ENGINE), ("expert_locality", Locality, 0.0),
     ("ignore_memory", IgnoreMem, False)]
-BatchMax = Annotated[float, typer.Option(help="Largest batch searched.", min=2)]
+BatchMax = Annotated[float, typer.Option(help="Largest batch searched (2 to 1e8).")]
 
 
 def model_command(fn):

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import api
+from ..errors import SpecError
 from ..cost import catalogue
 from .app import (BatchMax, Json, MethodChoice, app, emit, model_command, print_inputs, print_json, scenario,
                   value)
@@ -35,6 +36,13 @@ def point(model,
     print_inputs(inputs)
 
 
+def check_batch_max(x):
+    """The search bound: a batch in [2, 1e8] (a larger or infinite bound overflows the search)."""
+    if not catalogue.INPUTS["batch"].ok(x) or x < 2:
+        raise SpecError(f"batch_max={x!r}; expected 2 <= batch_max <= 1e8 (sequences)")
+    return x
+
+
 def _b(x):
     """A batch for text: 4 significant digits, whole numbers from 10,000 on (65536, not 6.554e+04)."""
     return "-" if x is None else (f"{x:.0f}" if abs(x) >= 1e4 else f"{x:.4g}")
@@ -45,7 +53,7 @@ def crossover(model, batch_max: BatchMax = 65536.0, as_json: Json = False):
     """Where speculation stops paying: the switch-off batch B_off (last crossing of S = 1), the first
     crossing, dips and the status of the speedup curve (MODEL.md 3)."""
     sc = scenario(**model)
-    r = {**api.crossover(sc, batch_max), "inputs": api.inputs(sc)}
+    r = {**api.crossover(sc, check_batch_max(batch_max)), "inputs": api.inputs(sc)}
     if as_json:
         print_json(r)
         return
@@ -86,7 +94,7 @@ def sensitivity(model, batch: Annotated[float, typer.Option(
     without a switch-off batch, the elasticities of the speedup at --batch."""
     catalogue.check("batch", batch)
     sc = scenario(batch=batch, **model)
-    r = {**api.sensitivity(sc, batch_max), "inputs": api.inputs(sc)}
+    r = {**api.sensitivity(sc, check_batch_max(batch_max)), "inputs": api.inputs(sc)}
     if as_json:
         print_json(r)
         return
@@ -116,7 +124,7 @@ def optimize(model,
     batches = batch or [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
     for b in batches:
         catalogue.check("batch", b)
-    r = api.optimize(sc, batches, k_max, batch_max, method=value(method))
+    r = api.optimize(sc, batches, k_max, check_batch_max(batch_max), method=value(method))
     if as_json:
         print_json(r)
         return
