@@ -30,7 +30,10 @@ def read_text(path, kind, max_bytes=1 << 20):
         size = p.stat().st_size
         if size > max_bytes:
             raise SpecError(f"{kind} {str(p)!r} is {size:,} bytes; expected at most {max_bytes:,}")
-        raw = p.read_bytes()
+        with open(p, "rb") as f:  # bounded read: a device or pipe (/dev/zero) reports size 0 and never ends
+            raw = f.read(max_bytes + 1)
+        if len(raw) > max_bytes:
+            raise SpecError(f"{kind} {str(p)!r} is more than {max_bytes:,} bytes; expected at most {max_bytes:,}")
     except FileNotFoundError:
         raise SpecError(f"{kind} {str(p)!r} not found") from None
     except IsADirectoryError:

@@ -67,6 +67,8 @@ def csv_case(text, expect, cmd="validate"):
 CASES = {
     # CLI flags
     "alpha-high": with_point(["--alpha", "1.3"], "alpha=1.3; expected 0 <= alpha <= 1"),
+    "target-dev-zero": with_point(["--target", "/dev/zero"], "model config '/dev/zero' is more than 4,194,304 bytes"),
+    "hardware-dev-zero": with_point(["--hardware", "/dev/zero"], "hardware file '/dev/zero' is more than"),
     "alpha-negative": with_point(["--alpha", "-0.1"], "alpha=-0.1"),
     "alpha-nan": with_point(["--alpha", "nan"], "alpha=nan"),
     "alpha-inf": with_point(["--alpha", "inf"], "alpha=inf"),
