@@ -212,3 +212,18 @@ def test_bad_input(case, tmp_path, capsys):
 
 def test_catalogue_size():
     assert len(CASES) >= 60
+
+
+def test_spec_name_is_text_not_rich_markup(tmp_path):
+    """A spec named "[/]" broke the progress bar (rich read it as a closing markup tag)."""
+    import pathlib
+    import subprocess
+    import sys
+
+    src = (pathlib.Path(__file__).parent / "data" / "tiny.toml").read_text().replace('name = "tiny"', 'name = "[/]"')
+    path = tmp_path / "s.toml"
+    path.write_text(src)
+    r = subprocess.run([sys.executable, "-m", "specjax", "sweep", str(path), "--out", str(tmp_path / "o")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-500:]
+    assert "[/]:" in r.stdout

@@ -59,7 +59,9 @@ def sweep(spec_file: Annotated[str, typer.Argument(metavar="SPEC", help="Sweep s
         cols = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,}/{task.total:,} rows"),
                 TextColumn("{task.fields[rate]}"), TimeRemainingColumn())
         with Progress(*cols, transient=False) as bar:
-            task = bar.add_task(sp.name, total=sp.rows, rate="")
+            from rich.markup import escape
+
+            task = bar.add_task(escape(sp.name), total=sp.rows, rate="")  # a name like "[/]" is text, not markup
             t0 = time.perf_counter()
 
             def tick(done, total):
