@@ -182,3 +182,49 @@ def test_report_never_replaces_an_earlier_sweep_silently(tmp_path):
     assert sorted(p.stat().st_mtime_ns for p in (out / "data").glob("hardware=*/pair=*/part-*.parquet")) == before
     assert specjax("report", str(DATA / "tiny.toml"), "--out", str(out), "--resume").returncode == 0
     assert specjax("report", str(DATA / "tiny.toml"), "--out", str(out), "--overwrite").returncode == 0
+
+
+def _small_fs(tmp_path, size="24k"):
+    """A real, tiny tmpfs (a full disk that the writers themselves hit), or a visible skip."""
+    import os
+    import shutil
+
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("a real full disk needs root to mount a tmpfs (not root here)")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], capture_output=True,
+                       text=True)
+    if r.returncode:
+        pytest.skip(f"cannot mount a tmpfs here ({r.stderr.strip()[:80]})")
+    return mnt
+
+
+@pytest.mark.parametrize("kind", ["sweep", "validate", "calibrate", "plot"])
+def test_real_full_disk_gives_one_line_and_leaves_no_temporary(tmp_path, kind):
+    """On a real full file system (polars raises ComputeError, not OSError) every writer gives one line
+    on stderr, exit 2, and leaves no hidden temporary behind."""
+    mnt = _small_fs(tmp_path)
+    try:
+        csv = str(pathlib.Path(__file__).parents[1] / "data" / "measured" / "public.csv")
+        filler = mnt / "filler"
+        if kind != "sweep":  # leave no room at all
+            with open(filler, "wb", buffering=0) as f:
+                try:
+                    while True:
+                        f.write(b"\0" * 1024)
+                        f.flush()
+                except OSError:
+                    pass
+        args = {"sweep": ["sweep", str(pathlib.Path(__file__).parents[1] / "sweeps" / "seed.toml"), "--out",
+                          str(mnt / "out"), "--quiet"],
+                "validate": ["validate", csv, "--out", str(mnt / "rows.csv")],
+                "calibrate": ["calibrate", csv, "--steps", "10", "--out", str(mnt / "p.toml"), "--json"],
+                "plot": ["plot", "roofline", "--target", "llama-3.1-8b", "--hardware", "h100-sxm",
+                         "--out", str(mnt / "fig")]}[kind]
+        r = specjax(*args)
+        assert r.returncode == 2, r.stderr[-800:]
+        assert "No space left on device" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr[-800:]
+        assert not [p for p in mnt.rglob("*") if ".tmp" in p.name], list(mnt.rglob("*"))
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)

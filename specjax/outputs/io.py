@@ -43,7 +43,9 @@ def _atomic(path, write):
     """Run `write(tmp)` on a hidden temporary beside `path`, fsync it and rename it into place.
 
     On any OS error (full disk, no permission) the temporary is removed and a `SpecError` names
-    the file; an earlier file at `path` is left as it was."""
+    the file; an earlier file at `path` is left as it was. Writers report a real full disk in their own
+    way (polars raises `ComputeError: ... underlying IO error: No space left on device`, matplotlib an
+    `OSError` mid-figure), so both are caught here, not only the `OSError` a test would inject."""
     path = pathlib.Path(path)
     tmp = _tmp(path)
     try:
@@ -52,10 +54,12 @@ def _atomic(path, write):
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except OSError as e:
+    except (OSError, pl.exceptions.PolarsError) as e:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        raise SpecError(f"cannot write {str(path)!r}: {e.strerror or e}") from None
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0] if str(e) else repr(e)
+        why = why.split("IO error: ")[-1]
+        raise SpecError(f"cannot write {str(path)!r}: {why}") from None
 
 
 def write_bytes_atomic(path, data):

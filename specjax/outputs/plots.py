@@ -7,6 +7,7 @@ SVG. Figures are `matplotlib.figure.Figure` objects (no pyplot, no global backen
 Palette: Okabe-Ito (colour-blind safe); batch axes are logarithmic; every axis has units.
 """
 
+import io as io_bytes
 import pathlib
 
 import matplotlib.colors
@@ -42,9 +43,9 @@ def save(fig, out):
     paths = []
     for ext in (".png", ".svg"):
         p = base.with_name(base.name + ext)
-        tmp = p.with_name(f".{p.name}.tmp")
-        fig.savefig(tmp, dpi=150, bbox_inches="tight", format=ext[1:])
-        tmp.replace(p)
+        buf = io_bytes.BytesIO()
+        fig.savefig(buf, dpi=150, bbox_inches="tight", format=ext[1:])
+        io.write_bytes_atomic(p, buf.getvalue())  # a full disk: one-line error, no temporary left
         paths.append(p)
     return paths
 
