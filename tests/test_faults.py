@@ -228,3 +228,19 @@ def test_real_full_disk_gives_one_line_and_leaves_no_temporary(tmp_path, kind):
         assert not [p for p in mnt.rglob("*") if ".tmp" in p.name], list(mnt.rglob("*"))
     finally:
         subprocess.run(["umount", str(mnt)], capture_output=True)
+
+
+def test_a_plan_that_does_not_fit_in_memory_is_refused_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    """What the dry run says will not fit is refused up front (it used to die of OOM halfway)."""
+    from specjax.cli import main
+
+    text = (DATA / "tiny.toml").read_text().replace("chunk_size = 7", "chunk_size = 20000")
+    text = text.replace("batch = [1, 16, 256]\nalpha = [0.5, 0.8]", "alpha = { start = 0.1, stop = 0.9, num = 20000 }")
+    path = tmp_path / "s.toml"
+    path.write_text(text + '\n[reduce]\nkind = "crossover"\n')
+    monkeypatch.setattr(sweep, "available_memory", lambda: int(5e8))
+    with pytest.raises(SystemExit) as e:
+        main(["sweep", str(path), "--out", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "one chunk needs about" in err and "smaller chunk_size" in err
+    assert not (tmp_path / "out").exists()

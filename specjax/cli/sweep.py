@@ -50,6 +50,9 @@ def sweep(spec_file: Annotated[str, typer.Argument(metavar="SPEC", help="Sweep s
             table([(k_, v) for k_, v in d.items() if k_ not in ("columns", "memory_detail")])
         return
     _sweep.preflight(sp, out, resume, overwrite, num_processes)
+    from ..engine import plan as _plan
+
+    _sweep.check_memory(sp, _plan.plan(sp, devices, process_id, num_processes))  # before the progress bar
     if quiet or as_json:
         res = _sweep.run(sp, out, resume=resume, overwrite=overwrite, n_devices=devices, process_id=process_id,
                          num_processes=num_processes)

@@ -118,6 +118,7 @@ def run(spec, out, *, resume=False, overwrite=False, n_devices=None, process_id=
     if not jax.config.jax_enable_x64 and spec.rows_per_combo >= 2**31:
         raise SpecError(f"{spec.rows_per_combo} rows per combination need 64-bit indices; run with --x64")
     p = _plan.plan(spec, n_devices, process_id, num_processes)
+    check_memory(spec, p)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -172,6 +173,33 @@ def run(spec, out, *, resume=False, overwrite=False, n_devices=None, process_id=
         else:
             io.write_json_atomic(out / f"_manifest.{process_id}.json", summary)
         return summary
+
+
+def available_memory():
+    """Bytes this process may use: the host's physical memory (CPU devices) or the smallest device
+    memory limit (accelerators), whichever the kernel runs in."""
+    import os
+
+    dev = jax.local_devices()[0]
+    stats = getattr(dev, "memory_stats", lambda: None)() if dev.platform != "cpu" else None
+    if stats and stats.get("bytes_limit"):
+        return int(stats["bytes_limit"])
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def check_memory(spec, p, fraction=0.8):
+    """Refuse, before anything is written, a plan whose compiled chunk (as `dry_run` estimates it) would
+    not fit: an out-of-memory crash halfway is worse than a clear error now."""
+    have = available_memory()
+    per_row = spec.reduction.per_row(spec)
+    if p.chunk * per_row * 4096 < 0.1 * have:  # far from the limit (4 KiB per evaluated point is generous):
+        return                                # skip the compile that measures it
+    mem = memory_estimate(spec, p)
+    need = BASE_RSS + mem["temp_bytes"] + 3 * mem["output_bytes"] + mem["argument_bytes"]
+    if need > fraction * have:
+        raise SpecError(f"chunk_size={p.chunk}: one chunk needs about {need / 1e9:,.1f} GB, more than "
+                        f"{fraction:.0%} of the {have / 1e9:,.1f} GB available; expected a smaller chunk_size "
+                        f"(or fewer batch_points / k_max) in {spec.source}")
 
 
 def dry_run(spec, n_devices=None, num_processes=1):
