@@ -107,7 +107,7 @@ CASES = {
                           "0.5", "--drafter", "mtp"], "do not fit in tp=1 x 80 GB"),
     "mtp-without-layers": with_point(["--drafter", "mtp"], "a target with MTP layers"),
     "crossover-batch-max": ({}, ["crossover", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--alpha", "0.5",
-                                 "--draft-cost", "0.1", "--batch-max", "1"], "'--batch-max'"),
+                                 "--draft-cost", "0.1", "--batch-max", "1"], "batch_max=1.0; expected 2 <= batch_max <= 1e8"),
     "optimize-k-max": ({}, ["optimize", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--alpha", "0.5",
                             "--draft-cost", "0.1", "--k-max", "0"], "'--k-max'"),
     "optimize-method": ({}, ["optimize", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--alpha", "0.5",
