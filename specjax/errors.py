@@ -21,6 +21,17 @@ def unknown_name(kind, name, known, source=None):
     return SpecError(f"unknown {kind} {name!r}{where}{hint}")
 
 
+def path_exists(path):
+    """`Path.exists()`, False for a name the file system cannot even look up (too long, ...): such a
+    name is not a file, so the caller treats it as a preset name and reports it as unknown."""
+    import pathlib
+
+    try:
+        return pathlib.Path(path).exists()
+    except (OSError, ValueError):
+        return False
+
+
 def read_text(path, kind, max_bytes=1 << 20):
     """Read a UTF-8 text file of at most `max_bytes`, or raise a one-line `SpecError` naming it."""
     import pathlib

@@ -228,3 +228,38 @@ def test_spec_name_is_text_not_rich_markup(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-500:]
     assert "[/]:" in r.stdout
+
+
+def test_inputs_the_fuzz_run_found(tmp_path, capsys):
+    """Crashes `tools/fuzz.py` found (each now one line, exit 2): a list where a config table belongs, a
+    number as a pair's target, names longer than the file system allows, a huge tp beside a valid row."""
+    import json as _json
+    import pathlib
+
+    def refused(args, text):
+        with pytest.raises(SystemExit) as e:
+            main(args)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and text in err and len(err.strip().splitlines()) == 1, err
+
+    root = pathlib.Path(__file__).parents[1]
+    cfg = _json.loads((PRESET_DIR / "llama-3.1-8b.json").read_text())
+    for bad in ([1], "fp8", {"quant_method": "fp8", "modules_to_not_convert": 3}):
+        p = tmp_path / "c.json"
+        p.write_text(_json.dumps({**cfg, "quantization_config": bad}))
+        refused(["point", "--target", str(p), "--hardware", "h200", "--batch", "1", "--alpha", "0.7", "--drafter",
+                 "ngram"], "quantization_config")
+    tiny = (root / "tests" / "data" / "tiny.toml").read_text()
+    for old, new, msg in (('target = "gpt-oss-20b"', "target = 3", "pairs[0].target=3"),
+                          ('draft = "eagle3-llama-3.1-8b"', "draft = 2.5", "pairs[1].draft=2.5"),
+                          ('target = "gpt-oss-20b"', f'target = "{"x" * 300}"', "at most 255 characters"),
+                          ('engine = "roofline"', f'engine = "{"x" * 300}"', "unknown engine"),
+                          ('hardware = ["h100-sxm", "mi300x"]', f'hardware = ["{"x" * 300}"]', "hardware='xxx")):
+        s = tmp_path / "s.toml"
+        s.write_text(tiny.replace(old, new))
+        refused(["sweep", str(s), "--out", str(tmp_path / "o"), "--dry-run"], msg)
+    rows = (root / "data" / "measured" / "public.csv").read_text().splitlines()[:3]
+    cells = rows[2].split(",")
+    cells[5] = "9" * 40  # tp
+    (tmp_path / "m.csv").write_text("\n".join(rows[:2] + [",".join(cells)]) + "\n")
+    refused(["validate", str(tmp_path / "m.csv"), "--json"], "column tp")

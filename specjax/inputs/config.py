@@ -166,12 +166,17 @@ def _moe_layer_count(cfg, n, n_experts, source):
     return count
 
 
-def _dtypes(cfg):
+def _dtypes(cfg, source="config.json"):
     torch_dtype = str(cfg.get("torch_dtype") or "bfloat16")
     base = "fp16" if torch_dtype in ("float16", "fp16") else "bf16"
     q = cfg.get("quantization_config") or {}
+    if not isinstance(q, dict):
+        raise field_error("quantization_config", q, "a table of quantisation settings", source)
     method = str(q.get("quant_method", "")).lower()
-    skip = " ".join(q.get("modules_to_not_convert") or [])
+    skip_list = q.get("modules_to_not_convert") or []
+    if not isinstance(skip_list, list) or not all(isinstance(m, str) for m in skip_list):
+        raise field_error("quantization_config.modules_to_not_convert", skip_list, "a list of module names", source)
+    skip = " ".join(skip_list)
     if method == "mxfp4":
         return base, "mxfp4", base
     if method == "fp8":  # FP8 checkpoints keep the LM head and embedding in bf16 unless the config lists
@@ -259,7 +264,7 @@ def from_dict(cfg, name="model", source="config.json"):
         dense_w = ffn
         shared_w = (_opt(cfg, "shared_expert_intermediate_size", source)
                     or _opt(cfg, "n_shared_experts", source) * expert_w) if n_moe else 0
-    w_dt, e_dt, h_dt = _dtypes(cfg)
+    w_dt, e_dt, h_dt = _dtypes(cfg, source)
     extra = 0
     if eagle:
         extra = (3 if eagle == 3 else 2) * d * d  # fc over concatenated hidden states

@@ -152,8 +152,8 @@ def load(path):
             if not (r[col] or "").strip():
                 raise _err(p, line, col, "", f"a {col} (preset slug or path)" if col != "drafter" else
                            f"one of {', '.join(drafters.names(measurable_only=True))}")
-        tp = _number(p, line, "tp", r["tp"], "an integer >= 1", lambda v: v >= 1, integer=True)
-        batch = _number(p, line, "batch", r["batch"], "a number >= 1", lambda v: v >= 1)
+        tp = _number(p, line, "tp", r["tp"], "an integer in [1, 4096]", lambda v: 1 <= v <= 4096, integer=True)
+        batch = _number(p, line, "batch", r["batch"], "a number in [1, 1e8]", lambda v: 1 <= v <= 1e8)
         k = _number(p, line, "k", r["k"], "an integer in [1, 64]", lambda v: 1 <= v <= 64, integer=True)
         alpha = _number(p, line, "acceptance_rate", r["acceptance_rate"], "empty or in [0, 1]",
                         lambda v: 0 <= v <= 1, optional=True)

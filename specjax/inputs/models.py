@@ -13,7 +13,7 @@ import jax.numpy as jnp
 
 from . import config as _config
 from .dtypes import canonical, nbytes
-from ..errors import unknown_name
+from ..errors import path_exists, unknown_name
 from ..cost.trees import Model
 
 __all__ = ["Model", "target", "eagle_head", "mtp_head", "load_architecture", "preset_slugs", "preset_info"]
@@ -86,7 +86,7 @@ def load_architecture(name_or_path):
     """Load a preset by slug, or a user's config.json by path, as an `Architecture`."""
     s = str(name_or_path)
     path = pathlib.Path(s)
-    if path.suffix == ".json" or path.exists():
+    if path.suffix == ".json" or path_exists(path):
         return _config.from_dict(_config.load_json(path), name=path.stem, source=s)
     if s not in preset_slugs():
         raise unknown_name("model", s, preset_slugs())

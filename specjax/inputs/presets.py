@@ -3,7 +3,7 @@
 import pathlib
 import tomllib
 
-from ..errors import SpecError, read_text, unknown_name
+from ..errors import SpecError, path_exists, read_text, unknown_name
 
 
 def read_toml(name_or_path, kind, preset_dir, slugs):
@@ -11,7 +11,7 @@ def read_toml(name_or_path, kind, preset_dir, slugs):
     Every failure is a one-line `SpecError` naming the `kind` of file."""
     s = str(name_or_path)
     path = pathlib.Path(s)
-    if not (path.suffix == ".toml" or path.exists()):
+    if not (path.suffix == ".toml" or path_exists(path)):
         if s not in slugs:
             raise unknown_name(kind, s, slugs)
         path, slug = preset_dir / f"{s}.toml", s

@@ -159,8 +159,11 @@ def _files(scenario):
     out = []
     for name in (scenario.hardware, scenario.target, scenario.draft, scenario.engine):
         p = pathlib.Path(str(name)) if name else None
-        if p is not None and p.is_file():
-            st = p.stat()
+        try:
+            st = p.stat() if p is not None and p.is_file() else None
+        except OSError:  # a name the file system cannot hold is not a file: the loaders say so
+            st = None
+        if st is not None:
             out.append((str(p), st.st_mtime_ns, st.st_size))
     return tuple(out)
 

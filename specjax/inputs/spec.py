@@ -203,6 +203,13 @@ def _pair(raw, i, src):
     for key in ("target", "drafter"):
         if not isinstance(raw.get(key), str):
             raise field_error(f"{field}.{key}", raw.get(key), "a string", src)
+    for key in ("draft", "weight_dtype", "expert_dtype", "kv_dtype", "label", "engine"):
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            raise field_error(f"{field}.{key}", raw[key], "a string", src)
+    for key in ("target", "draft"):
+        if isinstance(raw.get(key), str) and len(raw[key]) > 255:
+            raise field_error(f"{field}.{key}", raw[key][:40] + "...", "a preset or a path of at most 255 "
+                              "characters", src)
     drafters.get(raw["drafter"], src, f"{field}.drafter")
     if "engine" in raw:
         _engine(raw["engine"], f"{field}.engine", src)

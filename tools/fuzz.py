@@ -1,0 +1,166 @@
+"""A bounded fuzz run over every input kind: mutated config.json, hardware TOML, sweep TOML and
+measurement CSV files, fed to the CLI in-process. Anything but exit 0 or exit 2 with one line on
+stderr (a traceback, another exit code, a multi-line error) is a crash, recorded with its input.
+
+    python tools/fuzz.py --seconds 180 --seed 0     # prints a summary and one JSON line
+
+Mutations start from shipped files (presets, tests/data, data/measured): drop a key, set a key to a
+hostile value (negative, zero, huge, NaN-like strings, wrong types, nested containers), duplicate or
+truncate text, and for CSVs alter cells. Inputs are small, so every run stays within its time bound.
+"""
+
+import argparse
+import contextlib
+import io
+import json
+import pathlib
+import random
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from specjax.cli import main  # noqa: E402
+
+HOSTILE = [-1, 0, 1, -3000, 10**15, 1e-300, 1e308, 2.5, "32", "false", True, None, [], {}, [1, 2], "", "x" * 300]
+
+
+def _toml_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return '""'
+    if isinstance(v, (list, dict)):
+        return "[]" if isinstance(v, list) else "{}"
+    return json.dumps(v) if isinstance(v, str) else repr(v)
+
+
+def mutate_json(rng, cfg):
+    cfg = dict(cfg)
+    for _ in range(rng.randint(1, 3)):
+        key = rng.choice(list(cfg))
+        if rng.random() < 0.3:
+            cfg.pop(key)
+        else:
+            cfg[key] = rng.choice(HOSTILE)
+    return json.dumps(cfg)
+
+
+def mutate_toml(rng, text):
+    lines = text.splitlines()
+    kv = [i for i, ln in enumerate(lines) if "=" in ln and not ln.lstrip().startswith("#")]
+    for _ in range(rng.randint(1, 3)):
+        if not kv:
+            break
+        i = rng.choice(kv)
+        key = lines[i].split("=", 1)[0].strip()
+        r = rng.random()
+        if r < 0.2:
+            lines[i] = ""
+        elif r < 0.9:
+            lines[i] = f"{key} = {_toml_value(rng.choice(HOSTILE))}"
+        else:
+            lines.insert(i, lines[i])  # a duplicated key
+    text = "\n".join(lines) + "\n"
+    if rng.random() < 0.05:
+        text = text[: rng.randint(0, len(text))]
+    return text
+
+
+def mutate_csv(rng, text):
+    rows = text.splitlines()
+    header, body = rows[0], rows[1:rng.randint(2, 12)]
+    out = []
+    for row in body:
+        cells = row.split(",")
+        for _ in range(rng.randint(0, 2)):
+            j = rng.randrange(len(cells))
+            cells[j] = str(rng.choice(["", "-1", "0", "nan", "inf", "1e308", "abc", "2.5", "h100-sxn", '"', "9" * 40]))
+        out.append(",".join(cells))
+    if rng.random() < 0.1:
+        out = out * 3
+    return "\n".join([header] + out) + "\n"
+
+
+def cases(rng, tmp):
+    """(label, argv) generators for each input kind, reading seeds from the shipped files."""
+    models = sorted((ROOT / "specjax" / "presets" / "models").glob("*.json"))
+    hws = sorted((ROOT / "specjax" / "presets" / "hardware").glob("*.toml"))
+    specs = [ROOT / "tests" / "data" / "tiny.toml"]
+    csvs = [ROOT / "data" / "measured" / "public.csv", ROOT / "data" / "measured" / "step_times.csv"]
+    while True:
+        kind = rng.choice(["config", "draft", "hardware", "spec", "csv"])
+        path = tmp / f"in-{rng.randrange(10**9)}"
+        if kind in ("config", "draft"):
+            cfg = json.loads(rng.choice(models).read_text())
+            path = path.with_suffix(".json")
+            path.write_text(mutate_json(rng, cfg))
+            role = ["--target", str(path), "--drafter", "ngram"] if kind == "config" else [
+                "--target", "llama-3.1-8b", "--drafter", "model", "--draft", str(path)]
+            yield kind, ["point", *role, "--hardware", "h200", "--batch", rng.choice(["1", "64", "4096"]),
+                         "--alpha", "0.7", "--engine", "roofline", "--ignore-memory", "--json"]
+        elif kind == "hardware":
+            path = path.with_suffix(".toml")
+            path.write_text(mutate_toml(rng, rng.choice(hws).read_text()))
+            yield kind, ["crossover", "--target", "llama-3.1-8b", "--hardware", str(path), "--drafter", "ngram",
+                         "--alpha", "0.7", "--json"]
+        elif kind == "spec":
+            path = path.with_suffix(".toml")
+            path.write_text(mutate_toml(rng, rng.choice(specs).read_text()))
+            yield kind, ["sweep", str(path), "--out", str(tmp / f"out-{rng.randrange(10**9)}"), "--quiet", "--json"]
+        else:
+            path = path.with_suffix(".csv")
+            path.write_text(mutate_csv(rng, rng.choice(csvs).read_text()))
+            yield kind, ["validate", str(path), "--json"]
+
+
+def run_one(argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(argv)
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        except BaseException as e:  # noqa: BLE001  (a crash is what we are looking for)
+            return "crash", f"{type(e).__name__}: {e}"
+    text = err.getvalue().strip()
+    if code == 0:
+        return "ok", ""
+    if code == 2 and len(text.splitlines()) == 1 and "Traceback" not in text:
+        return "refused", text
+    return "crash", f"exit {code}: {text[-300:]}"
+
+
+def main_():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=180)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+    counts, crashes = {}, []
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as d:
+        tmp = pathlib.Path(d)
+        for kind, argv in cases(rng, tmp):
+            if time.perf_counter() - t0 > args.seconds:
+                break
+            verdict, detail = run_one(argv)
+            counts.setdefault(kind, {}).setdefault(verdict, 0)
+            counts[kind][verdict] += 1
+            if verdict == "crash":
+                src = pathlib.Path(next(a for a in argv if a.startswith(str(tmp)))).read_text()[:2000]
+                crashes.append(dict(kind=kind, argv=argv, detail=detail, input=src))
+    total = sum(sum(v.values()) for v in counts.values())
+    for kind, v in sorted(counts.items()):
+        print(f"{kind:<9} " + ", ".join(f"{k} {n}" for k, n in sorted(v.items())))
+    for c in crashes[:10]:
+        print(f"CRASH {c['kind']}: {c['detail']}")
+    print(json.dumps(dict(inputs=total, crashes=len(crashes), seconds=args.seconds, seed=args.seed, counts=counts)))
+    return 1 if crashes else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main_())
