@@ -19,8 +19,9 @@ def point(model,
     """Speedup, step times, throughputs and memory at one operating point (or one per --batch)."""
     for b in batch:
         catalogue.check("batch", b)
-    results = [api.point(scenario(batch=b, **model)) for b in batch]
-    inputs = api.inputs(scenario(batch=batch[0], **model))
+    scenarios = [scenario(batch=b, **model) for b in batch]
+    results = [api.point(sc) for sc in scenarios]
+    inputs = api.inputs(scenarios[0])
     if len(results) == 1:
         emit({**results[0], "inputs": inputs}, as_json)
         return

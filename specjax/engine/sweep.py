@@ -194,12 +194,19 @@ def check_memory(spec, p, fraction=0.8):
     per_row = spec.reduction.per_row(spec)
     if p.chunk * per_row * 4096 < 0.1 * have:  # far from the limit (4 KiB per evaluated point is generous):
         return                                # skip the compile that measures it
+    key = (spec.sha256, p.chunk, p.n_devices, bool(jax.config.jax_enable_x64))
+    if key in _FITS:  # the CLI checks before its progress bar, `run` again: compile the estimate once
+        return
     mem = memory_estimate(spec, p)
     need = BASE_RSS + mem["temp_bytes"] + 3 * mem["output_bytes"] + mem["argument_bytes"]
     if need > fraction * have:
         raise SpecError(f"chunk_size={p.chunk}: one chunk needs about {need / 1e9:,.1f} GB, more than "
                         f"{fraction:.0%} of the {have / 1e9:,.1f} GB available; expected a smaller chunk_size "
                         f"(or fewer batch_points / k_max) in {spec.source}")
+    _FITS.add(key)
+
+
+_FITS = set()  # plans `check_memory` has measured and found to fit
 
 
 def dry_run(spec, n_devices=None, num_processes=1):

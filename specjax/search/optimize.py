@@ -87,10 +87,15 @@ def best_k(hw, deploy, target, draft, dec, k_max=16, method="optax"):
     return Optimum(k_star=k, speedup=s, k_relaxed=jnp.full_like(s, jnp.nan))
 
 
+def speedups_by_k(hw, deploy, target, draft, dec, k_max=16):
+    """(ks, S at each integer k = 1..k_max) at the operating point `dec`."""
+    ks = jnp.arange(1, k_max + 1, dtype=float_dtype(dec.alpha))
+    return ks, jax.vmap(lambda k: step(hw, deploy, target, draft, dec.replace(k=k)).speedup)(ks)
+
+
 def brute_force(hw, deploy, target, draft, dec, k_max=16):
     """Reference k*: evaluate every integer k = 1..k_max; 0 when none pays."""
-    ks = jnp.arange(1, k_max + 1, dtype=float_dtype(dec.alpha))
-    s = jax.vmap(lambda k: step(hw, deploy, target, draft, dec.replace(k=k)).speedup)(ks)
+    ks, s = speedups_by_k(hw, deploy, target, draft, dec, k_max)
     best = jnp.argmax(s)
     helps = s[best] > 1.0
     return jnp.where(helps, ks[best], 0.0), jnp.where(helps, s[best], 1.0)
@@ -98,8 +103,7 @@ def brute_force(hw, deploy, target, draft, dec, k_max=16):
 
 def best_speedup(hw, deploy, target, draft, dec, batch, k_max=16):
     """Envelope max over integer k = 1..k_max of S at `batch` (below 1 where no k pays)."""
-    ks = jnp.arange(1, k_max + 1, dtype=float_dtype(dec.alpha))
-    return jnp.max(jax.vmap(lambda k: step(hw, deploy, target, draft, dec.replace(batch=batch, k=k)).speedup)(ks))
+    return jnp.max(speedups_by_k(hw, deploy, target, draft, dec.replace(batch=batch), k_max)[1])
 
 
 def switch_off_batch(hw, deploy, target, draft, dec, k_max=16, batch_max=65536.0, n_grid=96, n_bisect=None):

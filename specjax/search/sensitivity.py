@@ -70,24 +70,6 @@ def _partials(hw, deploy, target, draft, dec, batch):
     return grads[0], out
 
 
-def at_batch(hw, deploy, target, draft, dec, batch):
-    """Implicit-function derivatives of B_off at a known crossing `batch`.
-
-    Returns:
-      (derivatives, elasticities): dicts keyed by `INPUTS` names, scalars each.
-    """
-    ds_db, parts = _partials(hw, deploy, target, draft, dec, batch)
-    deriv = {n: -ds / ds_db for n, (_, ds) in parts.items()}
-    return deriv, {n: deriv[n] * parts[n][0] / batch for n in parts}
-
-
-def of_speedup(hw, deploy, target, draft, dec, batch):
-    """Derivatives dS/dinput and elasticities (input / S) dS/dinput of the speedup at `batch`."""
-    _, parts = _partials(hw, deploy, target, draft, dec, batch)
-    s = _speedup(batch, hw, deploy, target, draft, dec)
-    return {n: ds for n, (_, ds) in parts.items()}, {n: ds * x / s for n, (x, ds) in parts.items()}
-
-
 def crossover_sensitivity(hw, deploy, target, draft, dec, batch_max=65536.0, n_grid=96, max_dips=0):
     """Find B_off and its sensitivities; where there is no B_off, the sensitivities of S at `dec.batch`.
 
