@@ -53,16 +53,18 @@ def inputs(scenario):
     from .inputs import engines, models
 
     arch = models.load_architecture(scenario.target)
+    w, e, _, kv = models.dtype_names(arch, scenario.weight_dtype, scenario.expert_dtype, scenario.kv_dtype)
     return finite(dict(target=scenario.target, drafter=scenario.drafter, draft=scenario.draft,
                        draft_cost=scenario.draft_cost, hardware=scenario.hardware,
                        engine=scenario.engine if scenario.engine is not None else engines.PURE,
-                       weight_dtype=scenario.weight_dtype or arch.weight_dtype,
-                       expert_dtype=scenario.expert_dtype or scenario.weight_dtype or arch.expert_dtype,
-                       kv_dtype=scenario.kv_dtype or scenario.weight_dtype or arch.weight_dtype,
+                       weight_dtype=w, expert_dtype=e, kv_dtype=kv,
                        compute_dtype=scenario.compute_dtype, k=scenario.k,
                        alpha=finite_or_none(np.float32(scenario.resolved_alpha())),
                        accepted_length=scenario.accepted_length, batch=scenario.batch, context=scenario.context,
-                       tp=scenario.tp, roofline=scenario.roofline, memory_fraction=scenario.memory_fraction,
+                       tp=scenario.tp, ep=scenario.ep, dp_attention=scenario.dp_attention,
+                       draft_tp=scenario.draft_tp, gpus=scenario.tp * scenario.dp_attention,
+                       expert_imbalance=scenario.expert_imbalance, roofline=scenario.roofline,
+                       memory_fraction=scenario.memory_fraction,
                        expert_locality=scenario.expert_locality))
 
 

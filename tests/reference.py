@@ -28,22 +28,80 @@ def kv_ways(m, tp):
     return max(min(tp, m.get("kv_heads", 1.0)), 1.0)
 
 
-def t_pass(m, hw, batch, q, ctx, tp=1.0, mode="operator", locality=0.0):
+def layout_of(tp=1.0, ep=1.0, dp=1.0, imbalance=1.0, draft_tp=0.0):
+    """A deployment layout as a plain dict (MODEL.md 1.1)."""
+    return dict(tp=float(tp), ep=float(ep), dp=float(dp), imbalance=float(imbalance), draft_tp=float(draft_tp))
+
+
+def drafter_layout(lay):
+    """The drafter's layout: the target's, or pure TP over draft_tp GPUs."""
+    return lay if not lay["draft_tp"] else layout_of(tp=lay["draft_tp"])
+
+
+def _link(hw, group):
+    if group > hw.get("gpus_per_node", 8.0):
+        return hw.get("internode_bytes_per_s", 5e10), hw.get("internode_latency_s", 1e-5)
+    return hw["link_bytes_per_s"], hw["link_latency_s"]
+
+
+def ring_all_reduce(hw, nbytes, group):
+    if group <= 1:
+        return 0.0
+    bw, lat = _link(hw, group)
+    return 2 * (group - 1) / group * nbytes / bw + lat
+
+
+def all_to_all(hw, m, n, lay):
+    """One dispatch or combine: each GPU sends its n/G tokens' activations to their r experts."""
+    g, ep = lay["tp"] * lay["dp"], lay["ep"]
+    if ep <= 1:
+        return 0.0
+    sent = n / g * m["top_k"] * m["d_model"] * 2.0
+    off_rank = (ep - 1) / ep
+    off_node = min(max(0.0, 1 - hw.get("gpus_per_node", 8.0) / g), off_rank)
+    intra, inter = (off_rank - off_node) * sent, off_node * sent
+    t = max(intra / hw["link_bytes_per_s"], inter / hw.get("internode_bytes_per_s", 5e10))
+    return t + (hw.get("internode_latency_s", 1e-5) if off_node > 0 else hw["link_latency_s"])
+
+
+def communication(hw, m, n, lay):
+    """Per layer an all-reduce inside the attention-DP rank; per dense layer one over all G GPUs; per MoE
+    layer under EP a dispatch and a combine all-to-all plus the expert group's all-reduce."""
+    g = lay["tp"] * lay["dp"]
+    act = m["d_model"] * 2.0
+    n_moe = m["n_moe_layers"] if lay["ep"] > 1 else 0.0
+    attention = ring_all_reduce(hw, n / lay["dp"] * act, lay["tp"])
+    dense_ffn = ring_all_reduce(hw, n * act, g)
+    moe = 2 * all_to_all(hw, m, n, lay) + (ring_all_reduce(hw, n * m["top_k"] / lay["ep"] * act, g / lay["ep"])
+                                           if lay["ep"] > 1 else 0.0)
+    return m["n_layers"] * attention + (m["n_layers"] - n_moe) * dense_ffn + n_moe * moe
+
+
+def t_pass(m, hw, batch, q, ctx, tp=1.0, mode="operator", locality=0.0, lay=None):
+    """One pass per GPU. `lay` (`layout_of`) gives tp, ep, dp_attention and the imbalance; without it,
+    pure tensor parallelism over `tp`."""
+    lay = lay or layout_of(tp)
+    tp, dp, imb = lay["tp"], lay["dp"], lay["imbalance"]
+    g = tp * dp
     n = batch * q
     kv = m["kv_elems_per_tok"] * m["b_kv"]
     l_win = min(ctx, m["window"])
     n_route = q * (1.0 + (1.0 - locality) * (batch - 1.0))
-    ops = [  # (flops, bytes)
-        (2 * n * m["p_dense"], m["p_dense"] * m["b_dense"]),
-        (2 * n * m["p_head"], m["p_head"] * m["b_head"]),
-        (2 * n * m["n_moe_layers"] * m["top_k"] * m["p_expert"],
-         m["n_moe_layers"] * distinct_experts(n_route, m["n_experts"], m["top_k"]) * m["p_expert"] * m["b_expert"]),
+    seqs = batch / dp  # sequences of one attention-DP rank
+    ops = [  # (flops, bytes) per GPU
+        # dense: the n tokens of all ranks over G GPUs; each DP rank holds its own attention projections
+        (2 * n * m["p_dense"] / g, (m["p_dense"] - m.get("p_attn", 0.0)) * m["b_dense"] / g
+         + m.get("p_attn", 0.0) * m["b_dense"] / tp),
+        (2 * n * m["p_head"] / g, m["p_head"] * m["b_head"] / g),
+        # experts: E/ep per rank, U(n)/ep of them touched, each split G/ep ways; busiest rank x imbalance
+        (2 * n * m["n_moe_layers"] * m["top_k"] * m["p_expert"] / g * imb,
+         m["n_moe_layers"] * (distinct_experts(n_route, m["n_experts"], m["top_k"]) / lay["ep"]) * m["p_expert"]
+         * m["b_expert"] / (g / lay["ep"]) * imb),
     ]
     kv_split = kv_ways(m, tp)  # MODEL.md 1.1: KV splits over min(tp, KV heads); MLA not at all
-    ops = [(f / tp, w / tp) for f, w in ops]
     for layers, l_eff in ((m["n_full_layers"], ctx), (m["n_window_layers"], l_win)):
-        ops.append((layers * m["attn_flops_per_ctx"] * n * l_eff / tp,
-                    layers * (batch * kv * l_eff + n * kv) / kv_split))
+        ops.append((layers * m["attn_flops_per_ctx"] * (seqs * q) * l_eff / tp,
+                    layers * (seqs * kv * l_eff + seqs * q * kv) / kv_split))
     f_rate = hw["flops_per_s"] * hw["flops_efficiency"]
     w_rate = hw["hbm_bytes_per_s"] * hw["hbm_efficiency"]
     sigma = hw.get("non_overlap", 0.0)
@@ -54,20 +112,17 @@ def t_pass(m, hw, batch, q, ctx, tp=1.0, mode="operator", locality=0.0):
         roof = max(tm, tw) + sigma * min(tm, tw)
     if m["p_dense"] + m["p_head"] + m["p_expert"] == 0:
         return 0.0
-    comm = 0.0
-    if tp > 1:
-        payload = n * m["d_model"] * 2.0
-        comm = 2 * m["n_layers"] * (2 * (tp - 1) / tp * payload / hw["link_bytes_per_s"] + hw["link_latency_s"])
     overhead = hw["fixed_overhead_s"] + m["n_layers"] * hw.get("layer_overhead_s", 0.0)  # MODEL.md 1.2
-    return roof + comm + overhead
+    return roof + communication(hw, m, n, lay) + overhead
 
 
-def speedup(hw, tgt, draft, batch, k, alpha, ctx, tp=1.0, c=0.0, mode="operator", locality=0.0):
-    base = t_pass(tgt, hw, batch, 1, ctx, tp, mode, locality)
+def speedup(hw, tgt, draft, batch, k, alpha, ctx, tp=1.0, c=0.0, mode="operator", locality=0.0, lay=None):
+    lay = lay or layout_of(tp)
+    base = t_pass(tgt, hw, batch, 1, ctx, mode=mode, locality=locality, lay=lay)
     has_draft = draft["p_dense"] + draft["p_head"] + draft["p_expert"] > 0
-    t_draft = t_pass(draft, hw, batch, 1, ctx, tp, mode, locality) + c * base \
+    t_draft = t_pass(draft, hw, batch, 1, ctx, mode=mode, locality=locality, lay=drafter_layout(lay)) + c * base \
         + (hw.get("draft_overhead_s", 0.0) if has_draft else 0.0)
-    t_sd = k * t_draft + t_pass(tgt, hw, batch, k + 1, ctx, tp, mode, locality) \
+    t_sd = k * t_draft + t_pass(tgt, hw, batch, k + 1, ctx, mode=mode, locality=locality, lay=lay) \
         + (hw.get("step_overhead_s", 0.0) if k > 0 else 0.0)
     return tau(alpha, k) * base / t_sd
 
@@ -82,7 +137,12 @@ def kv_per_seq(m, tokens):
                                                  + m["n_window_layers"] * min(tokens, m["window"]))
 
 
-def max_batch(hw, models, tokens, tp=1.0, u=0.9):
-    free = tp * hw["hbm_bytes"] * u - sum(weight_bytes(m) for m in models)
-    per = sum(kv_per_seq(m, tokens) * tp / kv_ways(m, tp) for m in models)  # KV replicated past its heads
+def max_batch(hw, models, tokens, tp=1.0, u=0.9, layouts=None):
+    """Largest batch that fits on the busiest GPU: per GPU, each model's weights over its layout's GPUs
+    (attention projections whole on every DP rank) + its KV of B/dp sequences over min(tp, KV heads)."""
+    layouts = layouts or [layout_of(tp)] * len(models)
+    w = sum((weight_bytes(m) - m.get("p_attn", 0.0) * m["b_dense"]) / (lay["tp"] * lay["dp"])
+            + m.get("p_attn", 0.0) * m["b_dense"] / lay["tp"] for m, lay in zip(models, layouts))
+    free = hw["hbm_bytes"] * u - w
+    per = sum(kv_per_seq(m, tokens) / lay["dp"] / kv_ways(m, lay["tp"]) for m, lay in zip(models, layouts))
     return 0.0 if free <= 0 else math.floor(free / per)

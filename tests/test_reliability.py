@@ -104,7 +104,7 @@ CASES = {
     "kv-dtype-bogus": with_point(["--kv-dtype", "int3"], "kv_dtype='int3'"),
     "roofline-bogus": with_point(["--roofline", "sum"], "roofline='sum'; expected one of operator, pass"),
     "does-not-fit": ({}, ["point", "--target", "deepseek-v3", "--hardware", "h100-sxm", "--batch", "1", "--alpha",
-                          "0.5", "--drafter", "mtp"], "do not fit in tp=1 x 80 GB"),
+                          "0.5", "--drafter", "mtp"], "with tp=1) do not fit in 80 GB"),
     "mtp-without-layers": with_point(["--drafter", "mtp"], "a target with MTP layers"),
     "crossover-batch-max": ({}, ["crossover", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--alpha", "0.5",
                                  "--draft-cost", "0.1", "--batch-max", "1"],

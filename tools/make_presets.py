@@ -16,6 +16,12 @@ OUT_HW = ROOT / "specjax" / "presets" / "hardware"
 
 # Default one-way link latency per all-reduce step; not in the facts (assumption, README).
 LINK_LATENCY_S = 5e-6
+# GPUs one NVLink-class domain joins (MODEL.md 1.1): 8 in an HGX/OAM node unless listed. NVL72 racks join
+# 72; a TPU slice joins its chips over ICI (pod sizes from the TPU docs). Collectives beyond go over the
+# inter-node network, whose per-GPU bandwidth and latency are assumptions (one 400 Gb/s NIC per GPU).
+GPUS_PER_NODE = {"gb200": 72, "gb300": 72, "tpu-v4": 4096, "tpu-v5e": 256, "tpu-v5p": 8960, "tpu-v6e": 256}
+INTERNODE_BYTES_PER_S = 5e10
+INTERNODE_LATENCY_S = 1e-5
 
 COMMON = ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
           "head_dim", "intermediate_size", "vocab_size", "tie_word_embeddings",
@@ -71,9 +77,8 @@ def model_config(f):
         cfg.pop("head_dim", None)
         cfg.update(architectures=["DeepseekV3ForCausalLM"], model_type="deepseek_v3",
                    n_routed_experts=f["num_experts"], moe_layer_freq=1,
-                   quantization_config={"quant_method": "fp8", "fmt": "e4m3",
-                                        "weight_block_size": [128, 128],
-                                        "modules_to_not_convert": ["model.embed_tokens", "lm_head"]})
+                   # as shipped: no modules_to_not_convert; FP8 checkpoints keep a bf16 LM head
+                   quantization_config={"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128]})
         return cfg
     if slug == "glm-4.5-air":
         for k in ("moe_intermediate_size", "n_shared_experts", "first_k_dense_replace", "num_experts_per_tok",
@@ -124,6 +129,9 @@ def hardware_toml(h):
         f'link_bytes_per_s = {h["interconnect_gb_s"] * 1e9 / 2:.6g}  '
         f'# one direction: half the bidirectional {h["interconnect_gb_s"]} GB/s',
         f"link_latency_s = {LINK_LATENCY_S:g}  # assumption, not from the source",
+        f"gpus_per_node = {GPUS_PER_NODE.get(h['slug'], 8)}  # NVLink-class domain (ICI slice for TPUs)",
+        f"internode_bytes_per_s = {INTERNODE_BYTES_PER_S:g}  # assumption: one 400 Gb/s NIC per GPU",
+        f"internode_latency_s = {INTERNODE_LATENCY_S:g}  # assumption, not from the source",
         f'source = "{h["source_url"]}"',
         "",
         "[flops_per_s]",

@@ -40,7 +40,13 @@ Drafter = Annotated[DrafterChoice, typer.Option(help="; ".join(f"{k.name}: {k.he
 Draft = Annotated[Optional[str], typer.Option(help="Draft model or EAGLE head: slug or config.json path.")]
 DraftCost = Annotated[Optional[float], typer.Option(help="Draft pass cost / target pass cost (drafter=ratio).")]
 Hw = Annotated[str, typer.Option("--hardware", help="Accelerator: preset slug or hardware TOML path.")]
-Tp = Annotated[int, typer.Option(help="Tensor-parallel degree (GPUs per replica).")]
+Tp = Annotated[int, typer.Option(help="Tensor-parallel degree of attention (GPUs per replica: tp x dp-attention).")]
+Ep = Annotated[int, typer.Option(help="Expert-parallel degree of the MoE layers (divides the experts and the GPUs).")]
+DpAttn = Annotated[int, typer.Option("--dp-attention", help="Attention data-parallel ranks, each tp GPUs holding "
+                                                            "1/dp of the sequences (SGLang/vLLM DP attention).")]
+DraftTp = Annotated[Optional[int], typer.Option(help="The drafter's own TP degree (vLLM draft_tensor_parallel_size; "
+                                                     "default: the target's layout).")]
+Imbalance = Annotated[float, typer.Option(help="Busiest EP rank's routed-expert work / the mean (>= 1).")]
 K = Annotated[int, typer.Option("--k", help="Draft length: tokens proposed per step.")]
 Alpha = Annotated[Optional[float], typer.Option(help="Per-token acceptance rate in [0, 1].")]
 Tau = Annotated[Optional[float], typer.Option(help="Mean accepted length per step incl. bonus token, in [1, k+1].")]
@@ -134,6 +140,7 @@ def table(rows):
 _MODEL_FLAGS = [  # (name, annotation, default): the operating point, shared by the model commands
     ("target", Target, inspect.Parameter.empty), ("hardware", Hw, inspect.Parameter.empty),
     ("drafter", Drafter, DrafterChoice.ratio), ("draft", Draft, None), ("draft_cost", DraftCost, None), ("tp", Tp, 1),
+    ("ep", Ep, 1), ("dp_attention", DpAttn, 1), ("draft_tp", DraftTp, None), ("expert_imbalance", Imbalance, 1.0),
     ("k", K, 2), ("alpha", Alpha, None), ("accepted_length", Tau, None), ("context", Context, 2048.0),
     ("weight_dtype", WDtype, None), ("expert_dtype", EDtype, None), ("kv_dtype", KvDtype, None),
     ("compute_dtype", CDtype, "bf16"), ("roofline", Roof, RooflineChoice.operator), ("memory_fraction", MemFrac, 0.9),

@@ -1,7 +1,13 @@
-"""Memory per replica (MODEL.md 2): weights plus the KV cache of every sequence must fit in
-gpus x HBM x memory_fraction. Under tensor parallelism the KV cache is split only as far as its heads
-go (MODEL.md 1.1): each GPU holds 1/min(tp, kv_heads) of it, so the replica stores tp/min(tp, kv_heads)
-copies' worth (MLA: every GPU holds the whole latent). Pure functions of one point."""
+"""Memory per replica (MODEL.md 2, 1.1): on its busiest GPU, a replica's weights plus the KV cache of
+its sequences must fit in HBM x memory_fraction.
+
+Per GPU of a layout of G = tp x dp_attention GPUs: the replica's weights over G, plus the attention
+projections that every attention-DP rank holds whole; the KV of batch / dp_attention sequences split
+over min(tp, kv_heads) GPUs (MLA: every GPU of an attention rank holds the whole latent). A drafter at
+its own `draft_tp` lives on draft_tp of the GPUs, which are then the busiest. The functions below
+express each model's per-GPU need in replica units (x G), so that pure tensor parallelism reads as
+weights + B x KV <= tp x HBM x u. Pure functions of one point.
+"""
 
 import jax.numpy as jnp
 
@@ -15,12 +21,32 @@ def kv_bytes_per_seq(model, tokens):
     return per_layer * (model.n_full_layers * tokens + model.n_window_layers * windowed)
 
 
-def max_batch(hw, deploy, models, tokens):
-    """Largest whole batch whose weights + KV fit in t*C*u; 0 if the weights alone do not fit."""
+def replica_weight_bytes(deploy, model, layout):
+    """G x the weight bytes one GPU of `layout` holds for `model` (G = the replica's GPUs): the
+    weights plus a copy of the attention projections per extra attention-DP rank, over layout's GPUs."""
+    extra = (layout.dp_attention - 1.0) * model.p_attn * model.b_dense
+    return (model.weight_bytes + extra) * (deploy.gpus / layout.gpus)
+
+
+def replica_kv_bytes_per_seq(deploy, model, layout, tokens):
+    """G x the KV bytes one GPU of `layout` holds per sequence of the replica: 1 / d_a of the sequences,
+    split over min(tp, kv_heads) GPUs."""
+    return kv_bytes_per_seq(model, tokens) * (deploy.gpus / layout.dp_attention) / model.kv_split(layout.tp)
+
+
+def max_batch(hw, deploy, models, tokens, layouts=None):
+    """Largest whole batch whose weights + KV fit on the busiest GPU (HBM x u); 0 if the weights alone
+    do not fit. `layouts`: each model's `Deployment` (default: `deploy` for all)."""
+    layouts = layouts or (deploy,) * len(models)
     budget = deploy.gpus * hw.hbm_bytes * deploy.memory_fraction
-    weights = sum(m.weight_bytes for m in models)
-    # KV split over min(tp, kv_heads) GPUs is stored tp / min(tp, kv_heads) times in the replica
-    per_seq = sum(kv_bytes_per_seq(m, tokens) * deploy.tp / m.kv_split(deploy.tp) for m in models)
+    weights = sum(replica_weight_bytes(deploy, m, lay) for m, lay in zip(models, layouts))
+    per_seq = sum(replica_kv_bytes_per_seq(deploy, m, lay, tokens) for m, lay in zip(models, layouts))
     free = budget - weights
     safe = jnp.where(per_seq > 0, per_seq, 1.0)
     return jnp.where(free > 0, jnp.where(per_seq > 0, jnp.floor(free / safe), jnp.inf), 0.0)
+
+
+def weights_per_gpu(deploy, models, layouts=None):
+    """Weight bytes on the busiest GPU (for messages: does the model fit at all)."""
+    layouts = layouts or (deploy,) * len(models)
+    return sum(replica_weight_bytes(deploy, m, lay) for m, lay in zip(models, layouts)) / deploy.gpus

@@ -1,9 +1,10 @@
 """Time of one forward pass of a model over n = B*q tokens, per GPU of a TP group (MODEL.md 1).
 
 Operator classes: dense weights, LM head, routed experts, attention over full-context layers,
-attention over sliding-window layers. Each has FLOPs and bytes; `mode="operator"` takes
+attention over sliding-window layers, per GPU of a replica laid out by `Deployment` (tensor, expert and
+attention-data parallelism, MODEL.md 1.1). Each has FLOPs and bytes; `mode="operator"` takes
 max(t_math, t_mem) per operator and sums, `mode="pass"` takes one roofline for the whole
-pass (the blog-post model); the mode is the static field `Hardware.roofline`. TP all-reduces and
+pass (the blog-post model); the mode is the static field `Hardware.roofline`. All-reduces, all-to-alls and
 the fixed per-pass overhead are added, never overlapped. Pure functions of one operating point
 taking (hw, deploy, model, ...): vmap and jit them in callers.
 
@@ -19,7 +20,7 @@ from .trees import MODES
 
 ACT_BYTES = 2.0  # bytes per activation element in all-reduces (bf16)
 __all__ = ["MODES", "OPERATORS", "PassCost", "operator_times", "expected_experts", "effective_context",
-           "operator_costs", "comm_time", "engine_overhead", "pass_cost"]
+           "operator_costs", "all_reduce_time", "all_to_all_time", "comm_time", "engine_overhead", "pass_cost"]
 
 
 class PassCost(NamedTuple):
@@ -53,42 +54,91 @@ def effective_context(context, window):
 
 
 def operator_costs(hw, deploy, model, batch, q, context, expert_locality=0.0):
-    """FLOPs and bytes per GPU of each operator class, as two tuples of 5 scalars.
+    """FLOPs and bytes per GPU of each operator class, as two tuples of 5 scalars (MODEL.md 1, 1.1).
 
     Order: dense weights, LM head, routed experts, full attention, windowed attention.
     Tuples, not stacked arrays, so that a vmapped grid fuses into one elementwise loop.
+
+    Per GPU of a replica of G = tp x dp_attention GPUs: every operator's FLOPs are the replica's over
+    G (attention-DP ranks each take batch / dp_attention sequences, split tp ways: n / G tokens).
+    Bytes: dense weights over G plus the attention projections, which each DP rank holds whole
+    (p_attn (d_a - 1) extra); routed experts U(n) P_e b_e / G (E / ep experts per rank, each split
+    G / ep ways: U(n) / ep distinct per rank); the KV of batch / d_a sequences over min(tp, KV heads).
+    The busiest rank's expert work is `expert_imbalance` times the mean.
     """
     n = batch * q
     kv_tok = model.kv_elems_per_tok * model.b_kv
     l_full = context
     l_win = effective_context(context, model.window)
-    shards = deploy.operator_shards()
-    flops = tuple(f / t for t, f in zip(shards, (
-        2.0 * n * model.p_dense,
-        2.0 * n * model.p_head,
-        2.0 * n * model.n_moe_layers * model.top_k * model.p_expert,
-        model.n_full_layers * model.attn_flops_per_ctx * n * l_full,
-        model.n_window_layers * model.attn_flops_per_ctx * n * l_win,
-    )))
+    g, imb = deploy.gpus, deploy.expert_imbalance
+    flops = (
+        2.0 * n * model.p_dense / g,
+        2.0 * n * model.p_head / g,
+        2.0 * n * model.n_moe_layers * model.top_k * model.p_expert * imb / g,
+        model.n_full_layers * model.attn_flops_per_ctx * n * l_full / g,
+        model.n_window_layers * model.attn_flops_per_ctx * n * l_win / g,
+    )
     n_route = q * (1.0 + (1.0 - expert_locality) * (batch - 1.0))  # = n for independent routing
     touched = expected_experts(n_route, model.n_experts, model.top_k)
-    kv_shards = (model.kv_split(shards[3]), model.kv_split(shards[4]))  # KV splits only as far as its heads
-    nbytes = tuple(w / t for t, w in zip(shards[:3] + kv_shards, (
-        model.p_dense * model.b_dense,
-        model.p_head * model.b_head,
-        model.n_moe_layers * touched * model.p_expert * model.b_expert,
-        model.n_full_layers * (batch * kv_tok * l_full + n * kv_tok),
-        model.n_window_layers * (batch * kv_tok * l_win + n * kv_tok),
-    )))
+    kv_ways = deploy.dp_attention * model.kv_split(deploy.tp)  # KV splits only as far as its heads go
+    nbytes = (
+        (model.p_dense + (deploy.dp_attention - 1.0) * model.p_attn) * model.b_dense / g,
+        model.p_head * model.b_head / g,
+        model.n_moe_layers * touched * model.p_expert * model.b_expert * imb / g,
+        model.n_full_layers * (batch * kv_tok * l_full + n * kv_tok) / kv_ways,
+        model.n_window_layers * (batch * kv_tok * l_win + n * kv_tok) / kv_ways,
+    )
     return flops, nbytes
 
 
+def _link(hw, group):
+    """(bytes/s, latency) of a collective over `group` GPUs: the NVLink-class link within a node of
+    `gpus_per_node`, the inter-node network once the group spans nodes."""
+    across = group > hw.gpus_per_node
+    return (jnp.where(across, hw.internode_bytes_per_s, hw.link_bytes_per_s),
+            jnp.where(across, hw.internode_latency_s, hw.link_latency_s))
+
+
+def all_reduce_time(hw, payload, group):
+    """Ring all-reduce of `payload` bytes over `group` GPUs: 2(g-1)/g payload / link_bw + latency; 0 for g = 1."""
+    bw, lat = _link(hw, group)
+    return jnp.where(group > 1.0, 2.0 * (group - 1.0) / group * payload / bw + lat, 0.0)
+
+
+def all_to_all_time(hw, deploy, model, n):
+    """One dispatch (or combine) all-to-all of an MoE layer under expert parallelism (MODEL.md 1.1).
+
+    Each GPU owns n / G of the tokens and sends each token's activation (d_model x 2 bytes) to its r
+    experts, a fraction (ep - 1) / ep of them on another EP rank; of those, a fraction
+    max(0, 1 - gpus_per_node / G) is on another node (inter-node bytes over the network, concurrent
+    with the intra-node ones over the link). 0 for ep = 1."""
+    g, ep = deploy.gpus, deploy.ep
+    sent = n / g * model.top_k * model.d_model * ACT_BYTES
+    off_rank = (ep - 1.0) / ep
+    off_node = jnp.clip(1.0 - hw.gpus_per_node / g, 0.0, off_rank)
+    lat = jnp.where(off_node > 0, hw.internode_latency_s, hw.link_latency_s)
+    t = jnp.maximum((off_rank - off_node) * sent / hw.link_bytes_per_s, off_node * sent / hw.internode_bytes_per_s)
+    return jnp.where(ep > 1.0, t + lat, 0.0)
+
+
 def comm_time(hw, deploy, model, batch, q):
-    """Two ring all-reduces per layer of n*d*2 bytes: 2(t-1)/t * bytes / link_bw + latency each."""
-    n, tp = batch * q, deploy.tp
-    payload = n * model.d_model * ACT_BYTES
-    one = 2.0 * (tp - 1.0) / tp * payload / hw.link_bytes_per_s + hw.link_latency_s
-    return jnp.where(tp > 1.0, 2.0 * model.n_layers * one, 0.0)
+    """Communication of one pass, per GPU (MODEL.md 1.1, 5: added, never overlapped).
+
+    Every layer: an all-reduce after attention over the tp GPUs of an attention-DP rank (its n / d_a
+    tokens) and one after the FFN over all G GPUs (the gathered n tokens: with DP attention this is
+    the all-gather before and the reduce-scatter after the FFN). Under expert parallelism (ep > 1)
+    an MoE layer's FFN all-reduce is replaced by a dispatch and a combine all-to-all, plus, where each
+    expert is split over G / ep > 1 GPUs, an all-reduce of its n r / ep token outputs inside its group.
+    ep = d_a = 1 and tp <= gpus_per_node: 2 ring all-reduces of n d 2 bytes per layer.
+    """
+    n, g, ep = batch * q, deploy.gpus, deploy.ep
+    act = model.d_model * ACT_BYTES
+    attention = model.n_layers * all_reduce_time(hw, (n / deploy.dp_attention) * act, deploy.tp)
+    ffn_all_reduce = all_reduce_time(hw, n * act, g)
+    expert_parallel = (2.0 * all_to_all_time(hw, deploy, model, n)
+                       + all_reduce_time(hw, n * model.top_k / ep * act, deploy.expert_tp))
+    moe = model.n_moe_layers * jnp.where(ep > 1.0, expert_parallel - ffn_all_reduce, 0.0)
+    return attention + model.n_layers * ffn_all_reduce + moe
 
 
 OPERATORS = ("dense weights", "LM head", "routed experts", "attention (full)", "attention (window)")

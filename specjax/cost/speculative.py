@@ -1,8 +1,8 @@
 """One speculative-decoding operating point: step times, speedup, throughputs, memory (MODEL.md 2).
 
 T_sd(B) = k * (T_draft(B, 1) + T_draft_fixed) + T_target(B, k+1) + T_step_fixed, where a draft pass
-is the draft model's own pass plus c * T_target(B, 1) (c = `draft_cost_ratio`; 0 for model drafters,
-the whole cost for the cost-ratio drafter); T_draft_fixed applies to drafters that run a model (not
+is the draft model's own pass (in the drafter's layout, `Deployment.drafter`) plus c * T_target(B, 1)
+(c = `draft_cost_ratio`; 0 for model drafters, the whole cost for the cost-ratio drafter); T_draft_fixed applies to drafters that run a model (not
 n-gram lookup, not the ratio drafter, whose c already is the whole draft cost) and T_step_fixed to
 every step with k > 0 (MODEL.md 1.2). S(B) = tau * T_target(B, 1) / T_sd(B). With everything memory-bound and
 a ratio drafter this is Leviathan's (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1)).
@@ -71,12 +71,13 @@ def step(hw, deploy, target, draft, dec):
     lam = dec.expert_locality
     base = pass_cost(hw, deploy, target, dec.batch, 1.0, dec.context, lam)
     verify = pass_cost(hw, deploy, target, dec.batch, dec.k + 1.0, dec.context, lam)
-    own = pass_cost(hw, deploy, draft, dec.batch, 1.0, dec.context, lam)
+    draft_layout = deploy.drafter()
+    own = pass_cost(hw, draft_layout, draft, dec.batch, 1.0, dec.context, lam)
     t_draft = own.t_s + dec.draft_cost_ratio * base.t_s + jnp.where(draft.has_weights, hw.draft_overhead_s, 0.0)
     t_sd = dec.k * t_draft + verify.t_s + jnp.where(dec.k > 0, hw.step_overhead_s, 0.0)
     speedup = tau * base.t_s / t_sd
     mb_base = max_batch(hw, deploy, (target,), dec.context + 1.0)
-    mb_sd = max_batch(hw, deploy, (target, draft), dec.context + dec.k + 1.0)
+    mb_sd = max_batch(hw, deploy, (target, draft), dec.context + dec.k + 1.0, (deploy, draft_layout))
     # the model's invariants (every time > 0 and finite, 0 < S <= tau <= k+1): numbers that break them
     # (float overflow, absurd inputs that slipped past the edge) are never reported with status ok
     sane = (jnp.isfinite(speedup) & (base.t_s > 0) & (verify.t_s >= base.t_s * (1 - 1e-5)) & (t_sd > 0)

@@ -24,7 +24,11 @@ class Hardware:
       hbm_bytes_per_s: HBM bandwidth, bytes/s, one GPU.
       hbm_bytes: HBM capacity, bytes, one GPU.
       link_bytes_per_s: interconnect bandwidth, one direction, bytes/s, one GPU.
-      link_latency_s: latency added to each all-reduce, seconds.
+      link_latency_s: latency added to each all-reduce or all-to-all, seconds.
+      gpus_per_node: GPUs one NVLink-class domain joins (8 in an HGX node, 72 in an NVL72 rack); a
+        collective over more GPUs runs over the inter-node network (MODEL.md 1.1).
+      internode_bytes_per_s: inter-node network bandwidth, one direction, bytes/s, one GPU.
+      internode_latency_s: latency of a collective that crosses nodes, seconds.
       flops_efficiency: achieved fraction of `flops_per_s` (eta_F).
       hbm_efficiency: achieved fraction of `hbm_bytes_per_s` (eta_W).
       fixed_overhead_s: T_pass_fixed, added to every forward pass of every model (scheduling, sampling,
@@ -43,6 +47,9 @@ class Hardware:
     hbm_bytes: float
     link_bytes_per_s: float
     link_latency_s: float
+    gpus_per_node: float = 8.0
+    internode_bytes_per_s: float = 5e10
+    internode_latency_s: float = 1e-5
     flops_efficiency: float = 1.0
     hbm_efficiency: float = 1.0
     fixed_overhead_s: float = 0.0
@@ -64,31 +71,55 @@ class Hardware:
 
 @pytree_dataclass
 class Deployment:
-    """How one model replica is laid out (MODEL.md 1.1).
+    """How one model replica is laid out on GPUs (MODEL.md 1.1).
+
+    A replica has `gpus` = tp x dp_attention GPUs. Attention runs `dp_attention` data-parallel ranks,
+    each tensor-parallel over `tp` GPUs and holding the KV of batch / dp_attention sequences. Dense
+    FFN layers, shared experts, routers and the LM head see the tokens of all ranks and are split over
+    all `gpus`. Routed experts are split `ep` ways (E / ep experts per rank) and each expert
+    tensor-parallel over gpus / ep GPUs. ep = dp_attention = 1 is pure tensor parallelism.
 
     Attributes:
-      tp: tensor-parallel degree t (GPUs per replica): weights, FLOPs and KV heads split t ways.
+      tp: attention tensor-parallel degree t (per attention-DP rank).
       memory_fraction: usable fraction u of each GPU's HBM.
+      ep: expert-parallel degree e of the MoE layers (divides E and gpus).
+      dp_attention: attention data-parallel degree d_a.
+      draft_tp: the drafter's own tensor-parallel degree (vLLM `draft_tensor_parallel_size`; it runs on
+        draft_tp of the replica's GPUs, pure TP); 0 means the drafter uses the target's layout.
+      expert_imbalance: >= 1; the busiest rank's routed-expert work over the mean (1: uniform routing).
     """
 
     tp: float = 1.0
     memory_fraction: float = 0.9
-
-    def operator_shards(self):
-        """GPUs each operator class is split over, in `roofline.operator_costs` order (dense weights,
-        LM head, routed experts, full attention, windowed attention): the seam where expert
-        parallelism and attention data parallelism change the per-GPU share."""
-        return (self.tp,) * 5
+    ep: float = 1.0
+    dp_attention: float = 1.0
+    draft_tp: float = 0.0
+    expert_imbalance: float = 1.0
 
     @property
     def gpus(self):
-        """GPUs of one replica (memory budget = gpus x HBM x memory_fraction)."""
-        return self.tp
+        """GPUs of one replica: tp x dp_attention (memory budget = gpus x HBM x memory_fraction)."""
+        return self.tp * self.dp_attention
+
+    @property
+    def expert_tp(self):
+        """GPUs each routed expert is split over: gpus / ep."""
+        return self.gpus / self.ep
+
+    def drafter(self):
+        """The drafter's layout: the target's when `draft_tp` is 0, else pure TP over draft_tp GPUs.
+        Leaf-wise `where`, so draft_tp may be a vmapped axis."""
+        own = self.draft_tp > 0
+        one = jnp.ones_like(self.tp)
+        return self.replace(tp=jnp.where(own, self.draft_tp, self.tp), ep=jnp.where(own, one, self.ep),
+                            dp_attention=jnp.where(own, one, self.dp_attention))
 
     @classmethod
     def single(cls, dtype=jnp.float32):
         """One GPU, 0.9 of its memory usable."""
-        return cls(tp=jnp.asarray(1.0, dtype), memory_fraction=jnp.asarray(0.9, dtype))
+        return cls(**{k: jnp.asarray(v, dtype) for k, v in
+                      dict(tp=1.0, memory_fraction=0.9, ep=1.0, dp_attention=1.0, draft_tp=0.0,
+                           expert_imbalance=1.0).items()})
 
 
 @pytree_dataclass
@@ -111,6 +142,8 @@ class Model:
       kv_elems_per_tok: K+V elements per token per layer. b_kv: bytes per KV element.
       kv_heads: how many ways tensor parallelism can split the KV cache (KV heads; 1 for MLA, whose
         latent every head reads): per-GPU KV is the replica's over min(tp, kv_heads).
+      p_attn: the part of `p_dense` in attention projections; under attention data parallelism each
+        DP rank holds and reads its own copy (MODEL.md 1.1).
     """
 
     d_model: float
@@ -133,6 +166,7 @@ class Model:
     kv_elems_per_tok: float
     b_kv: float
     kv_heads: float = 1.0
+    p_attn: float = 0.0
 
     @classmethod
     def zeros(cls, dtype=jnp.float32):

@@ -51,6 +51,12 @@ def apply(point, hw, deploy, target, dec, experts_hold="expert_size"):
         tgt = tgt.replace(n_experts=target.n_experts * g, top_k=target.top_k * g, p_expert=target.p_expert / g)
     if "n_experts" in point or "top_k" in point or "expert_granularity" in point:
         invalid = invalid | (tgt.top_k > tgt.n_experts) | (tgt.n_moe_layers == 0)
+    if any(name in point for name in ("tp", "ep", "dp_attention", "draft_tp")):
+        dep = trees["deploy"]  # a layout from several axes must still divide (`spec._check_layout_axes`)
+        gpus = dep.tp * dep.dp_attention
+        experts_split = (tgt.n_moe_layers > 0) & (jnp.mod(tgt.n_experts, dep.ep) != 0)
+        invalid = invalid | (jnp.mod(gpus, dep.ep) != 0) | experts_split
+        invalid = invalid | ((dep.draft_tp > 0) & (jnp.mod(gpus, jnp.maximum(dep.draft_tp, 1.0)) != 0))
     if "accepted_length" in point:
         tau = point["accepted_length"].astype(dec.alpha.dtype)
         invalid = invalid | (tau > dec.k + 1.0)

@@ -191,7 +191,8 @@ def evaluate(rows, engine=None, profiles=None, mode="operator", dtype=jnp.float3
         line=[r.line for r in rows], series=[r.series for r in rows], source=[r.source for r in rows],
         engine=[r.engine or "(unspecified)" for r in rows], engine_profile=list(engine_used),
         target=[r.target for r in rows], drafter=[r.drafter for r in rows], draft=[r.draft or "" for r in rows],
-        hardware=[r.hardware for r in rows], tp=[r.tp for r in rows], batch=[r.batch for r in rows],
+        hardware=[r.hardware for r in rows], tp=[r.tp for r in rows], ep=[r.ep for r in rows],
+        dp_attention=[r.dp_attention for r in rows], batch=[r.batch for r in rows],
         k=[r.k for r in rows], context=[r.context for r in rows], alpha=alpha, alpha_source=list(source),
         anchor=anchor, role=role, note=note, measured_speedup=meas, predicted_speedup=s_pred,
         ape=np.abs(s_pred / meas - 1.0), side_ok=(s_pred > 1.0) == (meas > 1.0), status=list(status)))

@@ -28,6 +28,7 @@ class DrafterKind:
       check: optional (target_arch) -> None, raising `SpecError` for a target it cannot draft for.
       check_pair: optional (target_arch, draft_arch) -> None, raising `SpecError` for a draft config
         that cannot serve this target.
+      runs_model: its draft passes run a model on GPUs (so it has a layout: `--draft-tp`).
     """
 
     name: str
@@ -38,6 +39,7 @@ class DrafterKind:
     measurable: bool = True
     check: Callable | None = None
     check_pair: Callable | None = None
+    runs_model: bool = True
 
 
 REGISTRY = {}
@@ -92,6 +94,6 @@ register(DrafterKind("eagle", "an EAGLE-1 / EAGLE-3 head on the target's hidden 
                      _eagle, needs_draft=True, check_pair=_same_hidden_size))
 register(DrafterKind("mtp", "the target's own MTP layer, reused autoregressively",
                      lambda target, draft, dts: _models.mtp_head(target, **dts), check=_has_mtp))
-register(DrafterKind("ngram", "prompt lookup: no model cost", _no_model))
+register(DrafterKind("ngram", "prompt lookup: no model cost", _no_model, runs_model=False))
 register(DrafterKind("ratio", "a draft pass costing --draft-cost x the target's pass (Leviathan's c)", _no_model,
-                     cost_ratio=True, measurable=False))
+                     cost_ratio=True, measurable=False, runs_model=False))

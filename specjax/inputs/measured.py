@@ -33,7 +33,8 @@ from ..cost.trees import Decode
 
 COLUMNS = ("series", "target", "drafter", "draft", "hardware", "tp", "batch", "k", "acceptance_rate",
            "accepted_length", "context", "weight_dtype", "measured_speedup", "metric", "approximate", "source_url")
-OPTIONAL = ("t_base_s", "t_sd_step_s", "engine", "expert_locality", "dataset", "ep", "dp_attention")
+OPTIONAL = ("t_base_s", "t_sd_step_s", "engine", "expert_locality", "dataset", "ep", "dp_attention", "draft_tp")
+LAYOUT = ("ep", "dp_attention", "draft_tp")  # optional layout columns (MODEL.md 1.1); tp is required
 DEFAULT_ENGINE = engines.DEFAULT  # rows with an empty engine column
 MAX_BYTES = 64 << 20
 
@@ -61,6 +62,9 @@ class Row:
     engine: str = ""
     expert_locality: float = 0.0
     dataset: str = ""
+    ep: int = 1
+    dp_attention: int = 1
+    draft_tp: int | None = None
     unsupported: str | None = None
 
     @property
@@ -75,13 +79,19 @@ class Row:
         return (self.target, self.drafter, self.draft or "", self.dataset) if self.dataset else (self.series,)
 
     @property
+    def layout(self):
+        """(tp, ep, dp_attention, draft_tp): part of every build cache key."""
+        return (self.tp, self.ep, self.dp_attention, self.draft_tp)
+
+    @property
     def engine_name(self):
         """The engine profile this row is predicted with by default (its column, or `DEFAULT_ENGINE`)."""
         return self.engine or DEFAULT_ENGINE
 
     def scenario(self, hardware=None, roofline="operator"):
         return Scenario(target=self.target, hardware=hardware or self.hardware, drafter=self.drafter,
-                        draft=self.draft or None, tp=self.tp, batch=self.batch, k=self.k, alpha=0.5,
+                        draft=self.draft or None, tp=self.tp, ep=self.ep, dp_attention=self.dp_attention,
+                        draft_tp=self.draft_tp, batch=self.batch, k=self.k, alpha=0.5,
                         context=self.context, weight_dtype=self.weight_dtype, roofline=roofline,
                         expert_locality=self.expert_locality)
 
@@ -118,10 +128,6 @@ def _unsupported(r, model_slugs, hw_slugs):
         return f"column drafter: {r['drafter']!r}; expected one of {', '.join(drafters.names(measurable_only=True))}"
     if drafters.get(r["drafter"]).needs_draft and not _known(r["draft"], model_slugs):
         return f"column draft: {r['draft'] or ''!r}; expected a draft model or EAGLE head preset for this drafter"
-    for col in ("ep", "dp_attention"):
-        v = (r.get(col) or "").strip()
-        if v and v not in ("1", "1.0"):
-            return f"column {col}: {v!r}; only {col} = 1 is supported yet (expert / attention data parallelism)"
     return None
 
 
@@ -168,6 +174,9 @@ def load(path):
             raise _err(p, line, "weight_dtype", r["weight_dtype"], f"one of {', '.join(BYTES_PER_ELEMENT)}")
         times = {c: _number(p, line, c, r.get(c), "empty or seconds > 0", lambda v: v > 0, optional=True)
                  for c in ("t_base_s", "t_sd_step_s")}
+        layout = {c: _number(p, line, c, r.get(c), "empty or an integer in [1, 4096]", lambda v: 1 <= v <= 4096,
+                             integer=True, optional=True) for c in LAYOUT}
+        layout = {c: v for c, v in layout.items() if v is not None}
         loc = _number(p, line, "expert_locality", r.get("expert_locality"), "empty or in [0, 1]",
                       lambda v: 0 <= v <= 1, optional=True)
         engine = (r.get("engine") or "").strip()
@@ -178,7 +187,7 @@ def load(path):
                         tau=tau, context=ctx, weight_dtype=canonical(r["weight_dtype"]), speedup=speed,
                         metric=r["metric"], source_url=r["source_url"] or "", engine=engine,
                         expert_locality=loc or 0.0, dataset=(r.get("dataset") or "").strip(),
-                        unsupported=_unsupported(r, model_slugs, hw_slugs), **times))
+                        unsupported=_unsupported(r, model_slugs, hw_slugs), **times, **layout))
     rows = check_buildable(rows)
     if all(r.unsupported for r in rows):
         raise SpecError(f"{p}: no row can be evaluated; line {rows[0].line}, {rows[0].unsupported}")
@@ -192,7 +201,7 @@ def check_buildable(rows):
         if r.unsupported:
             out.append(r)
             continue
-        key = (r.target, r.drafter, r.draft, r.hardware, r.tp, r.weight_dtype)
+        key = (r.target, r.drafter, r.draft, r.hardware, r.layout, r.weight_dtype)
         if key not in cache:
             try:
                 r.scenario().check()
@@ -228,7 +237,7 @@ def stack(rows, engine=None, profiles=None, dtype=jnp.float32, roofline="operato
     cache, built = {}, []
     for r in rows:
         prof = fixed or engine_profile(r.engine_name, profiles)
-        key = (r.target, r.drafter, r.draft, r.hardware, r.tp, r.weight_dtype, id(prof))
+        key = (r.target, r.drafter, r.draft, r.hardware, r.layout, r.weight_dtype, id(prof))
         if key not in cache:
             sc = r.scenario(roofline=roofline)
             try:

@@ -21,17 +21,23 @@ __all__ = ["Model", "target", "eagle_head", "mtp_head", "load_architecture", "pr
 PRESET_DIR = pathlib.Path(__file__).parents[1] / "presets" / "models"
 
 
-def _dtypes(arch, weight_dtype, expert_dtype, kv_dtype):
+def dtype_names(arch, weight_dtype=None, expert_dtype=None, kv_dtype=None):
+    """(weight, expert, head, KV) dtype names a build uses: the flags where given, else the config's
+    (an FP8 checkpoint keeps a bf16 KV cache unless --kv-dtype says otherwise)."""
     w = canonical(weight_dtype, "weight_dtype") if weight_dtype else arch.weight_dtype
     e = canonical(expert_dtype, "expert_dtype") if expert_dtype else (w if weight_dtype else arch.expert_dtype)
     h = w if weight_dtype else arch.head_dtype
     kv = canonical(kv_dtype, "kv_dtype") if kv_dtype else ("bf16" if arch.weight_dtype in ("fp8",) else
                                                            arch.weight_dtype)
-    return nbytes(w), nbytes(e), nbytes(h), nbytes(kv)
+    return w, e, h, kv
+
+
+def _dtypes(arch, weight_dtype, expert_dtype, kv_dtype):
+    return tuple(nbytes(d) for d in dtype_names(arch, weight_dtype, expert_dtype, kv_dtype))
 
 
 def _build(arch, *, p_dense, p_head, head_resident, p_stored, n_layers, n_full, n_window, n_moe,
-           weight_dtype, expert_dtype, kv_dtype, dtype):
+           weight_dtype, expert_dtype, kv_dtype, dtype, p_attn=None):
     b_w, b_e, b_h, b_kv = _dtypes(arch, weight_dtype, expert_dtype, kv_dtype)
     vals = dict(
         d_model=arch.d_model, n_layers=n_layers, p_dense=p_dense, b_dense=b_w, p_head=p_head, b_head=b_h,
@@ -39,7 +45,8 @@ def _build(arch, *, p_dense, p_head, head_resident, p_stored, n_layers, n_full, 
         n_experts=arch.n_experts if n_moe else 0, top_k=arch.top_k if n_moe else 0,
         p_expert=arch.p_expert if n_moe else 0, b_expert=b_e, n_full_layers=n_full,
         n_window_layers=n_window, window=arch.window, attn_flops_per_ctx=arch.attn_flops_per_ctx,
-        kv_elems_per_tok=arch.kv_elems_per_tok, b_kv=b_kv, kv_heads=arch.kv_split)
+        kv_elems_per_tok=arch.kv_elems_per_tok, b_kv=b_kv, kv_heads=arch.kv_split,
+        p_attn=n_layers * arch.p_attn_layer if p_attn is None else p_attn)
     return Model(**{k: jnp.asarray(float(v), dtype) for k, v in vals.items()})
 
 

@@ -19,23 +19,48 @@ from . import models as _models
 from ..cost.acceptance import alpha_from_tokens
 from .dtypes import COMPUTE_DTYPES
 from ..errors import SpecError, field_error
+from ..cost.memory import weights_per_gpu
 from ..cost.trees import MODES, Decode, Deployment
 
 K_MAX = int(catalogue.INPUTS["k"].hi)
 
 
-def check_tp(arch, tp, name, source=None):
-    """Tensor parallelism shards heads and FFN widths: each must divide by tp (KV heads may be
-    replicated when there are fewer than tp)."""
+def check_layout(arch, name, tp, ep=1, dp_attention=1, source=None, role="target"):
+    """A layout shards heads by tp, dense FFN widths by the replica's tp x dp_attention GPUs, experts by
+    ep and each expert's width by the GPUs per expert group (MODEL.md 1.1): each must divide (KV heads
+    may be replicated when there are fewer than tp). One-line errors name the flag and the model."""
+    gpus = tp * dp_attention
     if arch.n_heads % tp:
         raise field_error("tp", tp, f"a divisor of the {arch.n_heads} attention heads of {name}", source)
     kv = arch.n_kv_heads
     if (kv >= tp and kv % tp) or (kv < tp and tp % kv):
         raise field_error("tp", tp, f"a divisor or multiple of the {kv} KV heads of {name}", source)
-    if arch.n_moe_layers and arch.expert_width % tp:
-        raise field_error("tp", tp, f"a divisor of the expert width {arch.expert_width} of {name}", source)
-    if arch.n_dense_ffn_layers and arch.dense_ffn_width % tp:
-        raise field_error("tp", tp, f"a divisor of the FFN width {arch.dense_ffn_width} of {name}", source)
+    if ep > 1:
+        if not arch.n_moe_layers and role == "target":
+            raise field_error("ep", ep, f"1: {name} has no routed experts to place (expert parallelism needs an "
+                              "MoE target)", source)
+        if gpus % ep:
+            raise field_error("ep", ep, f"a divisor of the replica's tp x dp_attention = {gpus} GPUs", source)
+        if arch.n_moe_layers and arch.n_experts % ep:
+            raise field_error("ep", ep, f"a divisor of the {arch.n_experts} routed experts of {name}", source)
+    expert_tp = gpus // ep if ep <= gpus else 1
+    if arch.n_moe_layers and arch.expert_width % expert_tp:
+        what = "tp" if expert_tp == tp else "tp x dp_attention / ep"
+        raise field_error("tp" if what == "tp" else "ep", tp if what == "tp" else ep,
+                          f"a layout whose {what} = {expert_tp} GPUs per expert divides the expert width "
+                          f"{arch.expert_width} of {name}", source)
+    if arch.n_dense_ffn_layers and arch.dense_ffn_width % gpus:
+        what = "tp" if dp_attention == 1 else "tp x dp_attention"
+        raise field_error("tp" if dp_attention == 1 else "dp_attention", tp if dp_attention == 1 else dp_attention,
+                          f"a layout whose {what} = {gpus} GPUs divides the FFN width {arch.dense_ffn_width} of "
+                          f"{name}", source)
+
+
+def check_draft_tp(draft_tp, gpus, source=None):
+    """The drafter runs on draft_tp of the replica's GPUs: a divisor of them."""
+    if draft_tp is not None and (draft_tp > gpus or gpus % draft_tp):
+        raise field_error("draft_tp", draft_tp, f"a divisor of the replica's tp x dp_attention = {gpus} GPUs",
+                          source)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +75,10 @@ class Scenario:
     draft: str | None = None
     draft_cost: float | None = None
     tp: int = 1
+    ep: int = 1
+    dp_attention: int = 1
+    draft_tp: int | None = None
+    expert_imbalance: float = 1.0
     batch: float = 1.0
     k: float = 2
     alpha: float | None = None
@@ -72,8 +101,14 @@ class Scenario:
             raise field_error("roofline", self.roofline, f"one of {', '.join(MODES)}", src)
         if self.compute_dtype not in COMPUTE_DTYPES:
             raise field_error("compute_dtype", self.compute_dtype, f"one of {', '.join(COMPUTE_DTYPES)}", src)
-        for name in ("batch", "k", "context", "tp", "memory_fraction", "expert_locality"):
+        for name in ("batch", "k", "context", "tp", "ep", "dp_attention", "expert_imbalance", "memory_fraction",
+                     "expert_locality"):
             catalogue.check(name, getattr(self, name), src)
+        if self.draft_tp is not None:
+            catalogue.check("draft_tp", self.draft_tp, src)
+            if not kind.runs_model:
+                raise SpecError(f"draft_tp={self.draft_tp} is for a drafter that runs a model; drafter="
+                                f"{self.drafter!r} runs none" + (f" in {src}" if src else ""))
         if (self.alpha is None) == (self.accepted_length is None):
             raise SpecError("give exactly one of alpha and accepted_length"
                             + (f" in {src}" if src else ""))
@@ -94,14 +129,16 @@ class Scenario:
     def memory_error(self):
         """A message if the weights of target and drafter alone exceed tp x HBM x memory_fraction, else None."""
         hw, deploy, tgt, draft, _ = self.build()
-        weights = float(tgt.weight_bytes + draft.weight_bytes)
-        budget = float(deploy.gpus) * float(hw.hbm_bytes) * self.memory_fraction
+        weights = float(weights_per_gpu(deploy, (tgt, draft), (deploy, deploy.drafter())))
+        budget = float(hw.hbm_bytes) * self.memory_fraction
         if weights <= budget:
             return None
+        layout = f"tp={self.tp}" + (f" x dp_attention={self.dp_attention}" if self.dp_attention > 1 else "") \
+            + (f", ep={self.ep}" if self.ep > 1 else "") + (f", draft_tp={self.draft_tp}" if self.draft_tp else "")
         return (f"the weights of {self.target}" + (f" + {self.draft}" if self.draft else "")
-                + f" ({weights / 1e9:.1f} GB) do not fit in tp={self.tp} x {float(hw.hbm_bytes) / 1e9:.0f} GB x "
-                f"memory_fraction={self.memory_fraction:g} = {budget / 1e9:.1f} GB; expected weights <= budget "
-                "(raise --tp, lower --weight-dtype, or pass --ignore-memory)")
+                + f" on the busiest GPU ({weights / 1e9:.1f} GB with {layout}) do not fit in "
+                f"{float(hw.hbm_bytes) / 1e9:.0f} GB x memory_fraction={self.memory_fraction:g} = {budget / 1e9:.1f} "
+                "GB; expected weights <= budget (raise --tp, lower --weight-dtype, or pass --ignore-memory)")
 
     def resolved_alpha(self):
         """alpha, solved from the accepted length where that was given."""
@@ -127,11 +164,16 @@ class Scenario:
         if self.engine is not None:
             profile = engines.load(self.engine).apply(profile)
         arch = _models.load_architecture(self.target)
-        check_tp(arch, self.tp, self.target, self.source)
+        check_layout(arch, self.target, self.tp, self.ep, self.dp_attention, self.source)
+        gpus = self.tp * self.dp_attention
+        check_draft_tp(self.draft_tp, gpus, self.source)
+        layout = (self.tp, self.ep, self.dp_attention) if self.draft_tp is None else (self.draft_tp, 1, 1)
+        if self.drafter == "mtp" and self.draft_tp is not None:
+            check_layout(arch, f"the MTP layer of {self.target}", *layout, self.source, role="draft")
         draft_arch = None
         if kind.needs_draft:
             draft_arch = _models.load_architecture(self.draft)
-            check_tp(draft_arch, self.tp, self.draft, self.source)
+            check_layout(draft_arch, self.draft, *layout, self.source, role="draft")
             if kind.check_pair:
                 kind.check_pair(arch, draft_arch)
         if kind.check:
@@ -146,7 +188,9 @@ class Scenario:
         tgt = _models.target(arch, **dts)
         draft = kind.build(arch, draft_arch, dts)
         as_dt = lambda v: jnp.asarray(v, dtype)  # noqa: E731
-        deploy = Deployment(tp=as_dt(self.tp), memory_fraction=as_dt(self.memory_fraction))
+        deploy = Deployment(tp=as_dt(self.tp), memory_fraction=as_dt(self.memory_fraction), ep=as_dt(self.ep),
+                            dp_attention=as_dt(self.dp_attention), draft_tp=as_dt(self.draft_tp or 0),
+                            expert_imbalance=as_dt(self.expert_imbalance))
         dec = Decode(batch=as_dt(self.batch), k=as_dt(self.k), alpha=as_dt(self.resolved_alpha()),
                      context=as_dt(self.context), draft_cost_ratio=as_dt(self.draft_cost if kind.cost_ratio else 0.0),
                      expert_locality=as_dt(self.expert_locality))

@@ -10,6 +10,7 @@ the allowed range; nothing is written before the whole spec has been validated.
 
 import dataclasses
 import hashlib
+import itertools
 import pathlib
 import re
 import tomllib
@@ -24,7 +25,8 @@ from ..errors import SpecError, field_error, read_text, unknown_name
 from .scenario import Scenario
 TOP_KEYS = {"name", "description", "roofline", "engine", "compute_dtype", "chunk_size", "experts_hold", "hardware",
             "pairs", "fixed", "axes", "reduce", "sensitivity", "optimize"}
-PAIR_KEYS = {"target", "drafter", "draft", "draft_cost", "weight_dtype", "expert_dtype", "kv_dtype", "label", "tp",
+LAYOUT = ("tp", "ep", "dp_attention", "draft_tp")  # a pair's deployment layout (MODEL.md 1.1), or an axis each
+PAIR_KEYS = {"target", "drafter", "draft", "draft_cost", "weight_dtype", "expert_dtype", "kv_dtype", "label", *LAYOUT,
              "engine"}
 FIXED_STR = {"weight_dtype", "expert_dtype", "kv_dtype"}
 FIXED_NUM = tuple(catalogue.FIXED)
@@ -44,6 +46,9 @@ class Pair:
     expert_dtype: str | None = None
     kv_dtype: str | None = None
     tp: int | None = None
+    ep: int | None = None
+    dp_attention: int | None = None
+    draft_tp: int | None = None
     engine: str | None = None
     label: str = ""
 
@@ -129,7 +134,7 @@ class SweepSpec:
         """The base `Scenario` of one categorical combination (axis values override it)."""
         fx = {k: v for k, v in self.fixed.items() if k not in ("alpha", "accepted_length")}
         fx["alpha"] = 0.5  # placeholder: alpha / accepted_length are always axes, set per point
-        for key in ("weight_dtype", "expert_dtype", "kv_dtype", "tp"):
+        for key in ("weight_dtype", "expert_dtype", "kv_dtype", *LAYOUT):
             if getattr(pair, key):
                 fx[key] = getattr(pair, key)
         return Scenario(target=pair.target, hardware=hardware, drafter=pair.drafter, draft=pair.draft,
@@ -213,8 +218,9 @@ def _pair(raw, i, src):
     drafters.get(raw["drafter"], src, f"{field}.drafter")
     if "engine" in raw:
         _engine(raw["engine"], f"{field}.engine", src)
-    if "tp" in raw:
-        catalogue.check("tp", raw["tp"], src, f"{field}.tp")
+    for key in LAYOUT:
+        if key in raw:
+            catalogue.check(key, raw[key], src, f"{field}.{key}")
     names = (raw["target"], raw["drafter"], raw.get("draft"))
     label = raw.get("label") or "+".join(pathlib.Path(x).stem if x.endswith(".json") else x for x in names if x)
     if not isinstance(label, str) or not LABEL.fullmatch(label):
@@ -278,8 +284,9 @@ def _numeric_axes(data, fixed, pairs, src):
     for key in list(fixed):
         if key in axes:
             raise SpecError(f"{key} is both in [fixed] and in [axes] in {src}")
-    if "tp" in axes and any(p.tp for p in pairs):
-        raise SpecError(f"tp is both a pair key and an axis in {src}")
+    for key in LAYOUT:
+        if key in axes and any(getattr(p, key) for p in pairs):
+            raise SpecError(f"{key} is both a pair key and an axis in {src}")
     if "expert_granularity" in axes and ("n_experts" in axes or "top_k" in axes):
         raise SpecError(f"axes.expert_granularity cannot be combined with n_experts/top_k in {src}")
     return axes
@@ -368,14 +375,41 @@ def from_text(text, source="<spec>"):
         raise field_error("axes", f"{spec.rows_per_combo} rows", "at most 2^40 rows per combination", src)
     for h, p in spec.combos:  # loads every preset and checks every scalar once, before anything runs
         spec.scenario(h, p).check()
-    if "tp" in axes:  # every tp of the axis passes the checks the CLI applies to one (heads, widths divide)
-        for p in pairs:
-            for tp in sorted({int(t) for t in np.asarray(axes["tp"]).ravel()}):
-                try:
-                    dataclasses.replace(spec.scenario(spec.hardware[0], p), tp=tp).check()
-                except SpecError as e:
-                    raise SpecError(f"axes.tp = {tp} for pair {p.label!r}: {e}") from None
+    _check_layout_axes(spec)
     return spec
+
+
+def _check_layout_axes(spec):
+    """Every combination of the layout axes passes the checks the CLI applies to one layout (heads and
+    widths divide), except combinations whose ep or draft_tp does not divide the replica's GPUs (or ep the
+    experts): those become invalid_input points (`grid.apply`), as long as each pair keeps one valid layout."""
+    keys = [k for k in LAYOUT if k in spec.axes]
+    if not keys:
+        return
+    from . import models as _models
+
+    combos = list(itertools.product(*(sorted({int(v) for v in spec.axes[k]}) for k in keys)))
+    for p in spec.pairs:
+        base = spec.scenario(spec.hardware[0], p)
+        experts = _models.load_architecture(p.target).n_experts
+        valid, errors = [], {}
+        for combo in combos:
+            sc = dataclasses.replace(base, **dict(zip(keys, combo)))
+            gpus = sc.tp * sc.dp_attention
+            marked = gpus % sc.ep or (experts and experts % sc.ep) or (sc.draft_tp and gpus % sc.draft_tp)
+            try:
+                sc.check()
+                valid.append(combo)
+            except SpecError as e:
+                if not marked:
+                    where = ", ".join(f"axes.{k} = {v}" for k, v in zip(keys, combo))
+                    raise SpecError(f"{where} for pair {p.label!r}: {e}") from None
+                errors.setdefault(combo, e)
+        for i, key in enumerate(keys):  # a value no combination makes valid is a mistake, not a column of NaN
+            for v in sorted({c[i] for c in combos} - {c[i] for c in valid}):
+                e = next(err for c, err in errors.items() if c[i] == v)
+                raise SpecError(f"axes.{key} = {v} for pair {p.label!r}: {e} (with every value of the other "
+                                "layout axes)") from None
 
 
 def load(path):
