@@ -2,10 +2,11 @@
 
 T_sd(B) = k * (T_draft(B, 1) + T_draft_fixed) + T_target(B, k+1) + T_step_fixed, where a draft pass
 is the draft model's own pass (in the drafter's layout, `Deployment.drafter`) plus c * T_target(B, 1)
-(c = `draft_cost_ratio`; 0 for model drafters, the whole cost for the cost-ratio drafter); T_draft_fixed applies to drafters that run a model (not
-n-gram lookup, not the ratio drafter, whose c already is the whole draft cost) and T_step_fixed to
-every step with k > 0 (MODEL.md 1.2). S(B) = tau * T_target(B, 1) / T_sd(B). With everything memory-bound and
-a ratio drafter this is Leviathan's (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1)).
+(c = `draft_cost_ratio`; 0 for model drafters, the whole cost for the cost-ratio drafter); T_draft_fixed
+applies to drafters that run a model (not n-gram lookup, not the ratio drafter, whose c already is the
+whole draft cost) and T_step_fixed to every step with k > 0 (MODEL.md 1.2).
+S(B) = tau * T_target(B, 1) / T_sd(B). With everything memory-bound and a ratio drafter this is
+Leviathan's (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1)).
 `step` is a pure function of one point; vmap/jit it in callers.
 """
 
