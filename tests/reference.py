@@ -66,14 +66,15 @@ def all_to_all(hw, m, n, lay):
 
 def communication(hw, m, n, lay):
     """Per layer an all-reduce inside the attention-DP rank; per dense layer one over all G GPUs; per MoE
-    layer under EP a dispatch and a combine all-to-all plus the expert group's all-reduce."""
+    layer under EP with DP attention a dispatch and a combine all-to-all plus the expert group's
+    all-reduce (without DP attention every GPU holds every token: the FFN all-reduce as under TP)."""
     g = lay["tp"] * lay["dp"]
     act = m["d_model"] * 2.0
-    n_moe = m["n_moe_layers"] if lay["ep"] > 1 else 0.0
+    n_moe = m["n_moe_layers"] if lay["ep"] > 1 and lay["dp"] > 1 else 0.0  # tokens partitioned: all-to-all
     attention = ring_all_reduce(hw, n / lay["dp"] * act, lay["tp"])
     dense_ffn = ring_all_reduce(hw, n * act, g)
     moe = 2 * all_to_all(hw, m, n, lay) + (ring_all_reduce(hw, n * m["top_k"] / lay["ep"] * act, g / lay["ep"])
-                                           if lay["ep"] > 1 else 0.0)
+                                           if n_moe else 0.0)
     return m["n_layers"] * attention + (m["n_layers"] - n_moe) * dense_ffn + n_moe * moe
 
 

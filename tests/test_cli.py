@@ -254,7 +254,8 @@ def test_json_numbers_are_short_and_inputs_are_echoed(capsys):
     assert r["inputs"] == {"target": "llama-3.1-8b", "drafter": "eagle", "draft": "eagle3-llama-3.1-8b",
                            "draft_cost": None, "hardware": "h100-sxm", "engine": "roofline", "weight_dtype": "bf16",
                            "expert_dtype": "bf16", "kv_dtype": "bf16", "compute_dtype": "bf16", "k": 3, "alpha": 0.7,
-                           "accepted_length": None, "batch": 16, "context": 2048, "tp": 1, "roofline": "operator",
+                           "accepted_length": None, "batch": 16, "context": 2048, "tp": 1, "ep": 1, "dp_attention": 1,
+                           "draft_tp": None, "gpus": 1, "expert_imbalance": 1, "roofline": "operator",
                            "memory_fraction": 0.9, "expert_locality": 0}
 
 

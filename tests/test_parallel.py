@@ -61,13 +61,19 @@ def test_comm_time_with_dp_attention_and_ep_by_hand():
     a2a = 7 / 8 * (n / 8 * 8 * 7168 * 2) / 450e9 + 5e-6
     got = float(comm_time(hw, lay64(dp=8, ep=8), m, F64(n), F64(1)))
     assert got == pytest.approx(3 * ar8 + 58 * 2 * a2a, rel=1e-12)
-    # attention TP 8 with MoE TP 4 x EP 2 (TensorRT-LLM's DeepSeek-R1 layout): every layer all-reduces
-    # after attention; MoE layers add the all-to-alls and an all-reduce of 8 x 8 / 2 outputs inside a group of 4
+    # attention TP 8 with MoE TP 4 x EP 2 (TensorRT-LLM's DeepSeek-R1 layout): tokens are on every GPU after
+    # attention, so the MoE layers combine with the all-reduce of tensor parallelism: 2 per layer
     ar_attn = 2 * 7 / 8 * n * 7168 * 2 / 450e9 + 5e-6
-    a2a2 = 1 / 2 * (n / 8 * 8 * 7168 * 2) / 450e9 + 5e-6
-    ar_group = 2 * 3 / 4 * (n * 8 / 2) * 7168 * 2 / 450e9 + 5e-6
     got = float(comm_time(hw, lay64(tp=8, ep=2), m, F64(n), F64(1)))
-    assert got == pytest.approx(61 * ar_attn + 3 * ar_attn + 58 * (2 * a2a2 + ar_group), rel=1e-12)
+    assert got == pytest.approx(2 * 61 * ar_attn, rel=1e-12)
+    assert got == float(comm_time(hw, lay64(tp=8), m, F64(n), F64(1)))
+    # DP attention 2 x TP 4 with EP 4: expert groups of 8 / 4 = 2 GPUs reduce their n r / 4 outputs
+    ar4 = 2 * 3 / 4 * (n / 2) * 7168 * 2 / 450e9 + 5e-6
+    ar8 = 2 * 7 / 8 * n * 7168 * 2 / 450e9 + 5e-6
+    a2a = 3 / 4 * (n / 8 * 8 * 7168 * 2) / 450e9 + 5e-6
+    ar_group = 2 * 1 / 2 * (n * 8 / 4) * 7168 * 2 / 450e9 + 5e-6
+    got = float(comm_time(hw, lay64(tp=4, dp=2, ep=4), m, F64(n), F64(1)))
+    assert got == pytest.approx(61 * ar4 + 3 * ar8 + 58 * (2 * a2a + ar_group), rel=1e-12)
 
 
 @pytest.mark.parametrize("imbalance", [1.0, 1.3])

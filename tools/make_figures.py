@@ -39,6 +39,16 @@ def main():
                                                       np.geomspace(1, 4096, 241)),
                                   title="An MoE curve: a dip below 1 at small batch, then the switch-off batch")
     plots.save(fig, docs / "moe_switch_off")
+    moe_spec = spec.load(ROOT / "sweeps" / "moe_parallel.toml")
+    sweep.run(moe_spec, tmp / "moe_parallel")
+    df = plots.from_sweep(tmp / "moe_parallel").filter(pl.col("alpha") == 0.8)
+    fig, table = plots.switch_off_by_pair_figure(
+        df, bound=moe_spec.batch_max, order=[p.label for p in moe_spec.pairs], title="MoE at scale: switch-off batch per parallel layout (SGLang profile, "
+                                             "alpha 0.8, context 4k)")
+    plots.save(fig, docs / "moe_parallel")
+    with pl.Config(tbl_rows=200, tbl_cols=20, tbl_width_chars=200):
+        print(table.select("hardware", "group", "layout", "k_tokens", "crossover_batch", "status", "max_batch_sd")
+              .sort("hardware", "group", "layout", "k_tokens"))
     data = ROOT / "data" / "measured"
     rows = measured.load(data / "public.csv") + measured.load(data / "step_times.csv")
     pure, s0 = validate.evaluate(rows, "roofline")

@@ -126,9 +126,12 @@ def comm_time(hw, deploy, model, batch, q):
 
     Every layer: an all-reduce after attention over the tp GPUs of an attention-DP rank (its n / d_a
     tokens) and one after the FFN over all G GPUs (the gathered n tokens: with DP attention this is
-    the all-gather before and the reduce-scatter after the FFN). Under expert parallelism (ep > 1)
-    an MoE layer's FFN all-reduce is replaced by a dispatch and a combine all-to-all, plus, where each
-    expert is split over G / ep > 1 GPUs, an all-reduce of its n r / ep token outputs inside its group.
+    the all-gather before and the reduce-scatter after the FFN). Where tokens are partitioned over
+    attention-DP ranks (d_a > 1) and experts over EP ranks (ep > 1), an MoE layer's FFN all-reduce is
+    replaced by a dispatch and a combine all-to-all, plus, where each expert is split over G / ep > 1
+    GPUs, an all-reduce of its n r / ep token outputs inside its group. With d_a = 1 every GPU already
+    holds every token after attention, and an EP MoE layer combines its experts' outputs with the same
+    all-reduce as tensor parallelism (TensorRT-LLM's attention TP + MoE EP, vLLM's EP without DP).
     ep = d_a = 1 and tp <= gpus_per_node: 2 ring all-reduces of n d 2 bytes per layer.
     """
     n, g, ep = batch * q, deploy.gpus, deploy.ep
@@ -137,7 +140,8 @@ def comm_time(hw, deploy, model, batch, q):
     ffn_all_reduce = all_reduce_time(hw, n * act, g)
     expert_parallel = (2.0 * all_to_all_time(hw, deploy, model, n)
                        + all_reduce_time(hw, n * model.top_k / ep * act, deploy.expert_tp))
-    moe = model.n_moe_layers * jnp.where(ep > 1.0, expert_parallel - ffn_all_reduce, 0.0)
+    dispatched = (ep > 1.0) & (deploy.dp_attention > 1.0)
+    moe = model.n_moe_layers * jnp.where(dispatched, expert_parallel - ffn_all_reduce, 0.0)
     return attention + model.n_layers * ffn_all_reduce + moe
 
 

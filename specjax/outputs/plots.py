@@ -11,6 +11,7 @@ import io as io_bytes
 import pathlib
 
 import matplotlib.colors
+import matplotlib.lines
 import matplotlib.patches
 import numpy as np
 import polars as pl
@@ -194,6 +195,69 @@ def crossover_map_figure(df, x, y, title="Switch-off batch B_off"):
     if keys:
         fig.suptitle(title)
     return fig, pl.concat(out, how="diagonal").sort(keys + [x, y])
+
+
+def switch_off_by_pair_figure(df, bars="k_tokens", bound=None, order=None,
+                              title="Switch-off batch B_off per configuration"):
+    """Grouped bars of B_off per pair (e.g. one parallel layout each), one bar per value of `bars`, one panel
+    per hardware and per pair prefix (the label before the first "."). A curve that helps throughout is
+    a hatched bar up to the search bound `bound` (it stops paying beyond it, if at all), one that never
+    helps an empty slot marked "never"; the memory-feasible batch with the drafter is a black tick.
+    `df`: a crossover sweep with one row per (hardware, pair, `bars`); median over other axes. `order`:
+    pair labels in the order to draw them (e.g. the spec's), default first seen."""
+    status = pl.col("status").cast(pl.String)
+    df = df.with_columns(pl.col("pair").str.split(".").list.first().alias("_group"),
+                         pl.col("pair").str.split(".").list.slice(1).list.join(".").alias("_layout"))
+    keys = [c for c in ("hardware", "_group") if df[c].n_unique() > 1] or ["_group"]
+    groups = list(df.group_by(keys, maintain_order=True))
+    ncols = min(len(groups), 2)
+    nrows = -(-len(groups) // ncols)
+    fig, axes = _subplots(nrows, ncols, figsize=(6.8 * ncols, 4.6 * nrows), squeeze=False)
+    fig.subplots_adjust(hspace=0.6)
+    values = sorted(df[bars].unique().to_list())
+    width = 0.8 / len(values)
+    out = []
+    top = bound or float(df["crossover_batch"].max() or 1.0) * 2
+    for ax, (gkey, gdf) in zip(axes.ravel(), groups):
+        agg = gdf.group_by("_layout", bars, maintain_order=True).agg(
+            pl.col("crossover_batch").median(), status.mode().first().alias("status"),
+            pl.col("max_batch_sd").median())
+        layouts = list(dict.fromkeys(agg["_layout"].to_list()))
+        if order:
+            rank = {p.split(".", 1)[-1]: i for i, p in enumerate(order)}
+            layouts.sort(key=lambda lay: rank.get(lay, len(rank)))
+        for j, v in enumerate(values):
+            sub = agg.filter(pl.col(bars) == v)
+            pos = {lay: i for i, lay in enumerate(layouts)}
+            for lay, b, st in sub.select("_layout", "crossover_batch", "status").iter_rows():
+                x = pos[lay] - 0.4 + width * (j + 0.5)
+                if st == "helps_throughout":
+                    ax.bar(x, top, width, color="none", edgecolor=OKABE_ITO[j % 8], hatch="///", lw=0.8)
+                elif b is not None and np.isfinite(b):
+                    ax.bar(x, b, width, color=OKABE_ITO[j % 8])
+                else:
+                    ax.text(x, 1.2, "never", rotation=90, fontsize=6, ha="center", va="bottom")
+            ax.bar(0, 0, 0, color=OKABE_ITO[j % 8], label=f"{LABELS.get(bars, bars)} = {v:g}")
+        for i, lay in enumerate(layouts):
+            mb = agg.filter(pl.col("_layout") == lay)["max_batch_sd"].median()
+            if mb is not None and mb >= 1:
+                ax.plot([i - 0.42, i + 0.42], [mb, mb], color="black", lw=1.6)
+        ax.set_yscale("log")
+        ax.set_ylim(1, top * 1.5)
+        ax.set_xticks(range(len(layouts)), layouts, fontsize=8, rotation=30, ha="right")
+        label = " / ".join(str(v) for v in (gkey if isinstance(gkey, tuple) else (gkey,)))
+        _style(ax, "", "B_off (sequences, log)", label)
+        out.append(agg.with_columns(*(pl.lit(v).alias(k.lstrip("_")) for k, v in zip(keys, gkey))))
+    for ax in axes.ravel()[len(groups):]:
+        ax.set_visible(False)
+    handles, labels = axes.ravel()[0].get_legend_handles_labels()
+    handles += [matplotlib.patches.Patch(facecolor="none", edgecolor="grey", hatch="///"),
+                matplotlib.lines.Line2D([], [], color="black", lw=1.6)]
+    labels += ["helps up to the search bound", "memory-feasible batch (with the drafter)"]
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8, frameon=False,
+               bbox_to_anchor=(0.5, -0.04))
+    fig.suptitle(title)
+    return fig, pl.concat(out, how="diagonal").rename({"_layout": "layout"})
 
 
 def sensitivity_figure(results, top=12, title="What moves the switch-off batch B_off", of="B_off"):
