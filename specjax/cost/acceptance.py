@@ -46,3 +46,86 @@ def alpha_from_tokens(tau, k, iters=64):
     tau, k = tau.astype(dtype), k.astype(dtype)
 
     return bisect(lambda a: tokens_per_step(a, k) < tau, jnp.zeros_like(tau), jnp.ones_like(tau), iters)
+
+
+def tokens_from_rates(rates, k):
+    """tau = 1 + sum_{i<=k} prod_{j<=i} a_j from conditional per-position rates `rates` (a_1..a_V, last
+    axis; MODEL.md 2.1). Beyond position V, a_i stays at a_V (a geometric tail, closed form). k may be
+    real: position i counts with weight clip(k - i + 1, 0, 1), so tau is piecewise linear in k up to V
+    and equals the sum at every integer k; with equal rates it equals `tokens_per_step` at integer k."""
+    rates, k = jnp.asarray(rates), jnp.asarray(k)
+    dtype = float_dtype(rates, k)
+    rates, k = rates.astype(dtype), k.astype(dtype)
+    v = rates.shape[-1]
+    reach = jnp.cumprod(rates, axis=-1)                    # r_i = prod_{j<=i} a_j
+    pos = jnp.arange(1, v + 1, dtype=dtype)
+    weight = jnp.clip(k[..., None] - pos + 1.0, 0.0, 1.0)
+    head = jnp.sum(reach * weight, axis=-1)
+    last, r_v = rates[..., -1], reach[..., -1]
+    extra = jnp.maximum(k - v, 0.0)                        # positions past the measured ones
+    tail = r_v * (tokens_per_step(last, extra) - 1.0)      # r_v (a + a^2 + ... + a^extra)
+    return 1.0 + head + tail
+
+
+def conditional_rates(position_rates):
+    """vLLM's unconditional per-position acceptance r_i (the fraction of drafts whose position i was
+    accepted) -> conditional rates a_i = r_i / r_{i-1}, r_0 = 1 (MODEL.md 2.1). Host-side floats."""
+    out, prev = [], 1.0
+    for r in position_rates:
+        out.append(0.0 if prev == 0 else min(r / prev, 1.0))
+        prev = r
+    return out
+
+
+def tree_widths(topk, tokens, depth, max_depth):
+    """Candidates kept at each depth d = 1..max_depth of a draft tree of branching `topk` verifying
+    `tokens` tokens per sequence (the root included: N - 1 draft candidates; SGLang's
+    `speculative-num-draft-tokens`). The budget is spread over the `depth` levels as evenly as the tree
+    allows: depth d keeps min(topk^d, ceil(remaining / levels left)). A chain (topk 1, N = k + 1) keeps 1
+    per depth. Returns a tuple of `max_depth` arrays (0 beyond `depth`)."""
+    remaining = tokens - 1.0
+    out = []
+    for d in range(1, max_depth + 1):
+        left = jnp.maximum(depth - d + 1.0, 1.0)
+        w = jnp.minimum(topk ** d, jnp.ceil(remaining / left))
+        w = jnp.where(d <= depth, jnp.maximum(w, 0.0), 0.0)
+        out.append(w)
+        remaining = remaining - w
+    return tuple(out)
+
+
+TREE_MAX_DEPTH = 16  # deepest draft tree the estimate covers (SGLang's defaults use 3-8 steps)
+
+
+def tokens_per_tree_step(rates_at, topk, tokens, depth):
+    """Estimated tau of a draft tree (MODEL.md 2.2), documented in the README: depth d keeps w_d
+    candidates (`tree_widths`) spread over the w_{d-1} nodes above it, so the accepted node at depth
+    d - 1 has m_d = w_d / w_{d-1} candidate children on average (w_0 = 1). Depth d is reached when depth
+    d - 1 was and one of them matches: p_d = 1 - (1 - a_d)^{m_d} for m_d >= 1 (independent draws), and
+    m_d a_d for m_d < 1 (the chance that the node has a child at all, times its acceptance); tau = 1 +
+    sum_d prod_{j<=d} p_j. `rates_at(d)` is the conditional acceptance at depth d (alpha, or a
+    per-position vector). A chain (m_d = 1) gives a_d: exact. For wider trees it is optimistic: ranked
+    candidates are not independent draws (the second-ranked token matches less often than the first)."""
+    widths = tree_widths(topk, tokens, depth, TREE_MAX_DEPTH)
+    tau, reach, above = 1.0, 1.0, 1.0
+    for d, w in enumerate(widths, start=1):
+        a = rates_at(d)
+        m = w / jnp.maximum(above, 1.0)
+        p = jnp.where(m >= 1.0, jnp.where(m == 1.0, a, 1.0 - (1.0 - a) ** jnp.maximum(m, 1.0)), m * a)
+        reach = reach * jnp.where(w > 0, p, 0.0)
+        tau = tau + reach
+        above = w
+    return tau
+
+
+def alpha_from_tree_tokens(tau, topk, tokens, depth, iters=64):
+    """The i.i.d. alpha whose tree estimate gives accepted length `tau` (increasing in alpha), by
+    bisection: how a measured tree tau becomes an acceptance, as `alpha_from_tokens` for chains."""
+    tau = jnp.asarray(tau)
+    return bisect(lambda a: tokens_per_tree_step(lambda d: a, topk, tokens, depth) < tau,
+                  jnp.zeros_like(tau), jnp.ones_like(tau), iters)
+
+
+def max_tree_tokens(topk, depth):
+    """Largest `tree_tokens` a tree of branching topk and this depth can verify: 1 + sum_d topk^d."""
+    return 1 + sum(topk ** d for d in range(1, int(depth) + 1))

@@ -116,6 +116,12 @@ _ALL = (
        fixed=True, sensitivity=False),
     _i("context", "op", "context", 0, 1e8, "tokens in each sequence's KV cache", "context_tokens", fixed=True),
     _i("draft_cost", "op", "draft_cost_ratio", 0, 10, "draft pass / target pass", "draft_cost_ratio", symbol="c"),
+    _i("tree_topk", "op", "tree_topk", 1, 64, "draft-tree branching per step (1: a chain)", fixed=True,
+       integer=True, sensitivity=False),
+    _i("tree_tokens", "op", "tree_tokens", 2, 4096, "tokens verified per sequence, root included",
+       "tree_tokens", fixed=True, integer=True, sensitivity=False),
+    _i("draft_kv_budget", "op", "draft_kv_budget", 1, 1e9, "tokens of KV the drafter keeps per layer",
+       "draft_kv_budget_tokens", fixed=True, sensitivity=False),
     _i("expert_locality", "op", "expert_locality", 0, 1, "workload: 0 independent routing, 1 identical",
        fixed=True),
     # the deployment

@@ -24,7 +24,7 @@ def kv_bytes_per_seq(model, tokens):
 def replica_weight_bytes(deploy, model, layout):
     """G x the weight bytes one GPU of `layout` holds for `model` (G = the replica's GPUs): the
     weights plus a copy of the attention projections per extra attention-DP rank, over layout's GPUs."""
-    extra = (layout.dp_attention - 1.0) * model.p_attn * model.b_dense
+    extra = (layout.dp_attention - 1.0) * model.p_attn * model.b_dense * model.weights_resident
     return (model.weight_bytes + extra) * (deploy.gpus / layout.gpus)
 
 
@@ -36,11 +36,13 @@ def replica_kv_bytes_per_seq(deploy, model, layout, tokens):
 
 def max_batch(hw, deploy, models, tokens, layouts=None):
     """Largest whole batch whose weights + KV fit on the busiest GPU (HBM x u); 0 if the weights alone
-    do not fit. `layouts`: each model's `Deployment` (default: `deploy` for all)."""
+    do not fit. `tokens`: KV tokens per sequence, one for all models or a tuple (a drafter with a bounded
+    KV cache keeps fewer). `layouts`: each model's `Deployment` (default: `deploy` for all)."""
     layouts = layouts or (deploy,) * len(models)
+    tokens = tokens if isinstance(tokens, tuple) else (tokens,) * len(models)
     budget = deploy.gpus * hw.hbm_bytes * deploy.memory_fraction
     weights = sum(replica_weight_bytes(deploy, m, lay) for m, lay in zip(models, layouts))
-    per_seq = sum(replica_kv_bytes_per_seq(deploy, m, lay, tokens) for m, lay in zip(models, layouts))
+    per_seq = sum(replica_kv_bytes_per_seq(deploy, m, lay, t) for m, lay, t in zip(models, layouts, tokens))
     free = budget - weights
     safe = jnp.where(per_seq > 0, per_seq, 1.0)
     return jnp.where(free > 0, jnp.where(per_seq > 0, jnp.floor(free / safe), jnp.inf), 0.0)

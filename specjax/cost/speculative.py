@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from .acceptance import tokens_per_step
+from .acceptance import tokens_from_rates, tokens_per_step, tokens_per_tree_step
 from .memory import kv_bytes_per_seq, max_batch
 from .roofline import pass_cost
 from .status import Point, code
@@ -40,6 +40,16 @@ class Result(NamedTuple):
     feasible: float          # 1.0 if the batch fits in memory with the drafter
     verify_compute_bound: float
     status: int              # a `status.Point` code (int8)
+
+
+def tokens_per_tree_or_chain(dec):
+    """tau of the operating point: i.i.d. alpha or the per-position vector (MODEL.md 2.1), through the
+    tree estimate for a draft tree (2.2; a topk-1 tree with k + 1 tokens is the chain, exactly)."""
+    chain = tokens_per_step(dec.alpha, dec.k) if dec.rates is None else tokens_from_rates(dec.rates, dec.k)
+    if not dec.is_tree:
+        return chain
+    tree = tokens_per_tree_step(dec.rate_at, dec.tree_topk, dec.tree_tokens, dec.k)
+    return jnp.where((dec.tree_topk == 1.0) & (dec.tree_tokens == dec.k + 1.0), chain, tree)
 
 
 def point_status(batch, mb_base, mb_sd):
@@ -68,17 +78,28 @@ def step(hw, deploy, target, draft, dec):
       >>> print(f"{float(r.speedup):.2f}")
       1.92
     """
-    tau = tokens_per_step(dec.alpha, dec.k)
+    tau = tokens_per_tree_or_chain(dec)
     lam = dec.expert_locality
+    q_verify = dec.verify_tokens
     base = pass_cost(hw, deploy, target, dec.batch, 1.0, dec.context, lam)
-    verify = pass_cost(hw, deploy, target, dec.batch, dec.k + 1.0, dec.context, lam)
+    verify = pass_cost(hw, deploy, target, dec.batch, q_verify, dec.context, lam)
     draft_layout = deploy.drafter()
-    own = pass_cost(hw, draft_layout, draft, dec.batch, 1.0, dec.context, lam)
-    t_draft = own.t_s + dec.draft_cost_ratio * base.t_s + jnp.where(draft.has_weights, hw.draft_overhead_s, 0.0)
-    t_sd = dec.k * t_draft + verify.t_s + jnp.where(dec.k > 0, hw.step_overhead_s, 0.0)
+    draft_ctx = jnp.minimum(dec.context, dec.draft_kv_budget)  # a bounded draft KV cache (MODEL.md 1.3)
+    own = pass_cost(hw, draft_layout, draft, dec.batch, 1.0, draft_ctx, lam)
+    fixed = dec.draft_cost_ratio * base.t_s + jnp.where(draft.has_weights, hw.draft_overhead_s, 0.0)
+    t_draft = own.t_s + fixed
+    if dec.is_tree:  # the first draft pass over B tokens, the other k - 1 over B x topk (MODEL.md 2.2)
+        wide = pass_cost(hw, draft_layout, draft, dec.batch, dec.tree_topk, draft_ctx, lam).t_s + fixed
+        drafting = dec.k * wide + (t_draft - wide)  # = k t_draft exactly for topk 1
+        t_draft = drafting / jnp.maximum(dec.k, 1.0)
+    else:
+        drafting = dec.k * t_draft
+    t_sd = drafting + verify.t_s + jnp.where(dec.k > 0, hw.step_overhead_s, 0.0)
     speedup = tau * base.t_s / t_sd
     mb_base = max_batch(hw, deploy, (target,), dec.context + 1.0)
-    mb_sd = max_batch(hw, deploy, (target, draft), dec.context + dec.k + 1.0, (deploy, draft_layout))
+    kv_tokens = dec.context + dec.tree_tokens if dec.is_tree else dec.context + dec.k + 1.0
+    mb_sd = max_batch(hw, deploy, (target, draft), (kv_tokens, jnp.minimum(kv_tokens, dec.draft_kv_budget)),
+                      (deploy, draft_layout))
     # the model's invariants (every time > 0 and finite, 0 < S <= tau <= k+1): numbers that break them
     # (float overflow, absurd inputs that slipped past the edge) are never reported with status ok
     sane = (jnp.isfinite(speedup) & (base.t_s > 0) & (verify.t_s >= base.t_s * (1 - 1e-5)) & (t_sd > 0)

@@ -144,6 +144,8 @@ class Model:
         latent every head reads): per-GPU KV is the replica's over min(tp, kv_heads).
       p_attn: the part of `p_dense` in attention projections; under attention data parallelism each
         DP rank holds and reads its own copy (MODEL.md 1.1).
+      weights_resident: 1 if this replica stores its weights, 0 if it reads another's (the drafter of
+        self-speculation is the target itself: its passes read every weight, it stores none).
     """
 
     d_model: float
@@ -167,6 +169,7 @@ class Model:
     b_kv: float
     kv_heads: float = 1.0
     p_attn: float = 0.0
+    weights_resident: float = 1.0
 
     @classmethod
     def zeros(cls, dtype=jnp.float32):
@@ -197,7 +200,7 @@ class Model:
     def weight_bytes(self):
         """Bytes of weights this replica stores (all GPUs of the replica together)."""
         return (self.p_dense * self.b_dense + (self.p_head * self.head_resident + self.p_stored) * self.b_head
-                + self.n_moe_layers * self.n_experts * self.p_expert * self.b_expert)
+                + self.n_moe_layers * self.n_experts * self.p_expert * self.b_expert) * self.weights_resident
 
 
 @pytree_dataclass
@@ -206,13 +209,19 @@ class Decode:
 
     Attributes:
       batch: decode batch B (sequences), >= 1, may be real in kernels.
-      k: draft length (tokens proposed per step), >= 0, may be real.
-      alpha: per-token acceptance rate in [0, 1].
+      k: draft length (tokens proposed per step; the depth of a draft tree), >= 0, may be real.
+      alpha: per-token acceptance rate in [0, 1] (with `rates`: its first entry, for reporting).
       context: tokens already in each sequence's KV cache (L).
       draft_cost_ratio: c, extra draft-pass cost as a fraction of T_target(B, 1).
       expert_locality: a workload property: 0 = sequences route independently (uniform routing,
         MODEL.md); 1 = all sequences of a batch route identically (one prompt copied B times under
         greedy decoding). Distinct experts are those of n_eff = q (1 + (1 - lambda)(B - 1)) tokens.
+      draft_kv_budget: tokens of KV the drafter keeps and reads per layer, min(L, b) (MODEL.md 1.3;
+        inf: all of them).
+      rates: None (i.i.d. alpha) or the conditional acceptance of each draft position a_1..a_V (last
+        axis; MODEL.md 2.1). Whether it is None is part of the tree structure: each compiles once.
+      tree_topk, tree_tokens: None (a chain) or a draft tree of depth k, branching `tree_topk`,
+        verifying `tree_tokens` tokens per sequence, root included (MODEL.md 2.2).
     """
 
     batch: float
@@ -221,4 +230,23 @@ class Decode:
     context: float
     draft_cost_ratio: float = 0.0
     expert_locality: float = 0.0
+    draft_kv_budget: float = float("inf")
+    rates: object = None
+    tree_topk: object = None
+    tree_tokens: object = None
 
+    @property
+    def is_tree(self):
+        return self.tree_topk is not None
+
+    def rate_at(self, position):
+        """Conditional acceptance of draft position `position` (1-based, static): alpha, or the vector's
+        entry (its last entry beyond its length)."""
+        if self.rates is None:
+            return self.alpha
+        return self.rates[..., min(position, self.rates.shape[-1]) - 1]
+
+    @property
+    def verify_tokens(self):
+        """Tokens per sequence the target verifies: k + 1 for a chain, `tree_tokens` for a tree."""
+        return self.k + 1.0 if self.tree_tokens is None else self.tree_tokens

@@ -29,6 +29,7 @@ class DrafterKind:
       check_pair: optional (target_arch, draft_arch) -> None, raising `SpecError` for a draft config
         that cannot serve this target.
       runs_model: its draft passes run a model on GPUs (so it has a layout: `--draft-tp`).
+      needs_kv_budget: the kind is defined by a bounded draft KV cache (`--draft-kv-budget`).
     """
 
     name: str
@@ -40,6 +41,7 @@ class DrafterKind:
     check: Callable | None = None
     check_pair: Callable | None = None
     runs_model: bool = True
+    needs_kv_budget: bool = False
 
 
 REGISTRY = {}
@@ -94,6 +96,9 @@ register(DrafterKind("eagle", "an EAGLE-1 / EAGLE-3 head on the target's hidden 
                      _eagle, needs_draft=True, check_pair=_same_hidden_size))
 register(DrafterKind("mtp", "the target's own MTP layer, reused autoregressively",
                      lambda target, draft, dts: _models.mtp_head(target, **dts), check=_has_mtp))
+register(DrafterKind("self", "the target itself with a bounded KV cache (MagicDec self-speculation; "
+                     "--draft-kv-budget)", lambda target, draft, dts: _models.self_draft(target, **dts),
+                     needs_kv_budget=True))
 register(DrafterKind("ngram", "prompt lookup: no model cost", _no_model, runs_model=False))
 register(DrafterKind("ratio", "a draft pass costing --draft-cost x the target's pass (Leviathan's c)", _no_model,
                      cost_ratio=True, measurable=False, runs_model=False))

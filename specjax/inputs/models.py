@@ -16,7 +16,7 @@ from .dtypes import canonical, nbytes
 from ..errors import path_exists, unknown_name
 from ..cost.trees import Model
 
-__all__ = ["Model", "target", "eagle_head", "mtp_head", "load_architecture", "preset_slugs", "preset_info"]
+__all__ = ["Model", "target", "eagle_head", "mtp_head", "self_draft", "load_architecture", "preset_slugs", "preset_info"]
 
 PRESET_DIR = pathlib.Path(__file__).parents[1] / "presets" / "models"
 
@@ -46,7 +46,7 @@ def _build(arch, *, p_dense, p_head, head_resident, p_stored, n_layers, n_full, 
         p_expert=arch.p_expert if n_moe else 0, b_expert=b_e, n_full_layers=n_full,
         n_window_layers=n_window, window=arch.window, attn_flops_per_ctx=arch.attn_flops_per_ctx,
         kv_elems_per_tok=arch.kv_elems_per_tok, b_kv=b_kv, kv_heads=arch.kv_split,
-        p_attn=n_layers * arch.p_attn_layer if p_attn is None else p_attn)
+        p_attn=n_layers * arch.p_attn_layer if p_attn is None else p_attn, weights_resident=1.0)
     return Model(**{k: jnp.asarray(float(v), dtype) for k, v in vals.items()})
 
 
@@ -82,6 +82,13 @@ def mtp_head(arch, *, weight_dtype=None, expert_dtype=None, kv_dtype=None, dtype
     return _build(arch, p_dense=p_dense, p_head=arch.p_head, head_resident=0.0, p_stored=0.0, n_layers=1,
                   n_full=1, n_window=0, n_moe=moe, weight_dtype=weight_dtype, expert_dtype=expert_dtype,
                   kv_dtype=kv_dtype, dtype=dtype)
+
+
+def self_draft(arch, *, weight_dtype=None, expert_dtype=None, kv_dtype=None, dtype=jnp.float32):
+    """Self-speculation (MagicDec): the target's own weights as the drafter, read by every draft pass but
+    not stored twice (`weights_resident` 0); its bounded KV cache is `Decode.draft_kv_budget`."""
+    m = target(arch, weight_dtype=weight_dtype, expert_dtype=expert_dtype, kv_dtype=kv_dtype, dtype=dtype)
+    return m.replace(weights_resident=jnp.zeros_like(m.weights_resident))
 
 
 def preset_slugs():

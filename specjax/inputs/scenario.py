@@ -16,7 +16,7 @@ from ..cost import catalogue
 from . import drafters, engines
 from . import hardware as _hw
 from . import models as _models
-from ..cost.acceptance import alpha_from_tokens
+from ..cost.acceptance import alpha_from_tokens, alpha_from_tree_tokens, conditional_rates, max_tree_tokens
 from .dtypes import COMPUTE_DTYPES
 from ..errors import SpecError, field_error
 from ..cost.memory import weights_per_gpu
@@ -92,6 +92,11 @@ class Scenario:
     memory_fraction: float = 0.9
     engine: str | None = None
     expert_locality: float = 0.0
+    acceptance_vector: tuple | None = None
+    position_rates: tuple | None = None
+    tree_topk: int | None = None
+    tree_tokens: int | None = None
+    draft_kv_budget: float | None = None
     source: str | None = None
 
     def __post_init__(self):
@@ -109,13 +114,37 @@ class Scenario:
             if not kind.runs_model:
                 raise SpecError(f"draft_tp={self.draft_tp} is for a drafter that runs a model; drafter="
                                 f"{self.drafter!r} runs none" + (f" in {src}" if src else ""))
-        if (self.alpha is None) == (self.accepted_length is None):
-            raise SpecError("give exactly one of alpha and accepted_length"
-                            + (f" in {src}" if src else ""))
+        given = [n for n in ("alpha", "accepted_length", "acceptance_vector", "position_rates")
+                 if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise SpecError("give exactly one of alpha, accepted_length, acceptance_vector and position_rates"
+                            + (f" (got {', '.join(given)})" if given else "") + (f" in {src}" if src else ""))
+        self._check_tree(kind, src)
         if self.alpha is not None:
             catalogue.check("alpha", self.alpha, src)
-        elif not catalogue.INPUTS["accepted_length"].ok(self.accepted_length) or self.accepted_length > self.k + 1:
+        elif self.accepted_length is not None and (not catalogue.INPUTS["accepted_length"].ok(self.accepted_length)
+                                                   or self.accepted_length > self.k + 1):
             raise field_error("accepted_length", self.accepted_length, f"1 <= tau <= k+1 = {self.k + 1:g}", src)
+        for name in ("acceptance_vector", "position_rates"):
+            vec = getattr(self, name)
+            if vec is None:
+                continue
+            if not isinstance(vec, (tuple, list)) or not 1 <= len(vec) <= K_MAX:
+                raise field_error(name, vec, f"1 to {K_MAX} rates in [0, 1]", src)
+            for i, v in enumerate(vec):
+                catalogue.check("alpha", v, src, f"{name}[{i}]")
+            if name == "position_rates" and any(b > a for a, b in zip(vec, vec[1:])):
+                raise field_error(name, list(vec), "non-increasing rates (vLLM's per-position acceptance is the "
+                                  "share of drafts accepted up to each position; for conditional rates use "
+                                  "acceptance_vector)", src)
+        if self.draft_kv_budget is not None:
+            catalogue.check("draft_kv_budget", self.draft_kv_budget, src)
+            if not kind.runs_model:
+                raise SpecError(f"draft_kv_budget is for a drafter that runs a model; drafter={self.drafter!r} "
+                                "runs none" + (f" in {src}" if src else ""))
+        if kind.needs_kv_budget and self.draft_kv_budget is None:
+            raise SpecError(f"drafter={self.drafter!r} needs draft_kv_budget (--draft-kv-budget: the tokens of KV "
+                            "the drafter keeps, e.g. 512; MagicDec uses 256-2048)" + (f" in {src}" if src else ""))
         if kind.needs_draft and not self.draft:
             raise SpecError(f"drafter={self.drafter!r} needs a draft model or head (--draft)"
                             + (f" in {src}" if src else ""))
@@ -125,6 +154,35 @@ class Scenario:
                             f"drafter={self.drafter!r} takes no draft" + (f" in {src}" if src else ""))
         if kind.cost_ratio:
             catalogue.check("draft_cost", self.draft_cost, src)
+
+    def _check_tree(self, kind, src):
+        if (self.tree_topk is None) != (self.tree_tokens is None):
+            raise SpecError("give both tree_topk and tree_tokens for a draft tree (--tree-topk, --tree-tokens)"
+                            + (f" in {src}" if src else ""))
+        if self.tree_topk is None:
+            return
+        catalogue.check("tree_topk", self.tree_topk, src)
+        catalogue.check("tree_tokens", self.tree_tokens, src)
+        if not kind.runs_model:
+            raise SpecError(f"a draft tree needs a drafter that runs a model; drafter={self.drafter!r} runs none"
+                            + (f" in {src}" if src else ""))
+        if not float(self.k).is_integer() or self.k < 1:
+            raise field_error("k", self.k, "an integer >= 1: the tree depth (draft steps)", src)
+        most = max_tree_tokens(self.tree_topk, self.k)
+        least = self.k + 1
+        if self.tree_topk == 1 and self.tree_tokens != least:
+            raise field_error("tree_tokens", self.tree_tokens, f"k + 1 = {least:g} for tree_topk = 1 (a chain)", src)
+        if not least <= self.tree_tokens <= most:
+            raise field_error("tree_tokens", self.tree_tokens, f"{least:g} <= tree_tokens <= {most:g} for depth k = "
+                              f"{self.k:g} and topk {self.tree_topk} (root included)", src)
+
+    def rates(self):
+        """The conditional per-position acceptance (a_1..a_V) as floats, or None for i.i.d. alpha."""
+        if self.acceptance_vector is not None:
+            return [float(v) for v in self.acceptance_vector]
+        if self.position_rates is not None:
+            return conditional_rates(self.position_rates)
+        return None
 
     def memory_error(self):
         """A message if the weights of target and drafter alone exceed tp x HBM x memory_fraction, else None."""
@@ -141,10 +199,18 @@ class Scenario:
                 "GB; expected weights <= budget (raise --tp, lower --weight-dtype, or pass --ignore-memory)")
 
     def resolved_alpha(self):
-        """alpha, solved from the accepted length where that was given."""
+        """alpha: given, solved from the accepted length (through the tree estimate for a tree), or the
+        first conditional rate of a per-position vector (for reporting; the vector itself is used)."""
         if self.alpha is not None:
             return float(self.alpha)
-        return float(alpha_from_tokens(jnp.float32(self.accepted_length), jnp.float32(self.k)))
+        rates = self.rates()
+        if rates is not None:
+            return rates[0]
+        tau = jnp.float32(self.accepted_length)
+        if self.tree_topk is not None and not (self.tree_topk == 1 and self.tree_tokens == self.k + 1):
+            return float(alpha_from_tree_tokens(tau, jnp.float32(self.tree_topk), jnp.float32(self.tree_tokens),
+                                                jnp.float32(self.k)))
+        return float(alpha_from_tokens(tau, jnp.float32(self.k)))
 
     def build(self, dtype=jnp.float32):
         """Load presets and return `(Hardware, Deployment, target Model, draft Model, Decode)` pytrees.
@@ -191,9 +257,13 @@ class Scenario:
         deploy = Deployment(tp=as_dt(self.tp), memory_fraction=as_dt(self.memory_fraction), ep=as_dt(self.ep),
                             dp_attention=as_dt(self.dp_attention), draft_tp=as_dt(self.draft_tp or 0),
                             expert_imbalance=as_dt(self.expert_imbalance))
+        rates = self.rates()
+        tree = {} if self.tree_topk is None else dict(tree_topk=as_dt(self.tree_topk), tree_tokens=as_dt(self.tree_tokens))
         dec = Decode(batch=as_dt(self.batch), k=as_dt(self.k), alpha=as_dt(self.resolved_alpha()),
                      context=as_dt(self.context), draft_cost_ratio=as_dt(self.draft_cost if kind.cost_ratio else 0.0),
-                     expert_locality=as_dt(self.expert_locality))
+                     expert_locality=as_dt(self.expert_locality),
+                     draft_kv_budget=as_dt(self.draft_kv_budget if self.draft_kv_budget is not None else jnp.inf),
+                     rates=None if rates is None else jnp.asarray(rates, dtype), **tree)
         return hw, deploy, tgt, draft, dec
 
 
