@@ -26,7 +26,7 @@ def hw64(slug="h200", mode="operator", **kw):
 
 
 def dep64(tp=1.0, memory_fraction=0.9):
-    return Deployment(tp=F64(tp), memory_fraction=F64(memory_fraction))
+    return Deployment.single(F64).replace(tp=F64(tp), memory_fraction=F64(memory_fraction))
 
 
 def model64(slug, **kw):

@@ -163,7 +163,7 @@ def _attention_bytes(slug, tp, batch=64.0, ctx=4096.0):
     from specjax.cost.trees import Deployment
 
     m = models.target(models.load_architecture(slug), dtype=jnp.float64)
-    dep = Deployment(tp=jnp.float64(tp), memory_fraction=jnp.float64(0.9))
+    dep = Deployment.single(jnp.float64).replace(tp=jnp.float64(tp))
     hw = hardware.load("h200").resolve("bf16", jnp.float64)
     _, nbytes = operator_costs(hw, dep, m, jnp.float64(batch), jnp.float64(1.0), jnp.float64(ctx))
     return float(nbytes[3] + nbytes[4]), m

@@ -51,7 +51,7 @@ def build(p, dtype=F64):
                                    fixed_overhead_s=jnp.asarray(p["fixed"], dtype), roofline=p["mode"])
     dec = Decode(*(jnp.asarray(v, dtype) for v in (p["batch"], p["k"], p["alpha"], p["context"],
                                                   0.0 if p["draft"] else p["c"], 0.0)))
-    dep = Deployment(jnp.asarray(p["tp"], dtype), jnp.asarray(0.9, dtype))
+    dep = Deployment.single(dtype).replace(tp=jnp.asarray(p["tp"], dtype))
     return h, dep, model(p["target"], dtype), model(p["draft"], dtype), dec
 
 

@@ -43,8 +43,8 @@ def main():
     sweep.run(moe_spec, tmp / "moe_parallel")
     df = plots.from_sweep(tmp / "moe_parallel").filter(pl.col("alpha") == 0.8)
     fig, table = plots.switch_off_by_pair_figure(
-        df, bound=moe_spec.batch_max, order=[p.label for p in moe_spec.pairs], title="MoE at scale: switch-off batch per parallel layout (SGLang profile, "
-                                             "alpha 0.8, context 4k)")
+        df, bound=moe_spec.batch_max, order=[p.label for p in moe_spec.pairs],
+        title="MoE at scale: switch-off batch per parallel layout (SGLang profile, alpha 0.8, context 4k)")
     plots.save(fig, docs / "moe_parallel")
     with pl.Config(tbl_rows=200, tbl_cols=20, tbl_width_chars=200):
         print(table.select("hardware", "group", "layout", "k_tokens", "crossover_batch", "status", "max_batch_sd")

@@ -45,15 +45,15 @@ def check_layout(arch, name, tp, ep=1, dp_attention=1, source=None, role="target
             raise field_error("ep", ep, f"a divisor of the {arch.n_experts} routed experts of {name}", source)
     expert_tp = gpus // ep if ep <= gpus else 1
     if arch.n_moe_layers and arch.expert_width % expert_tp:
-        what = "tp" if expert_tp == tp else "tp x dp_attention / ep"
-        raise field_error("tp" if what == "tp" else "ep", tp if what == "tp" else ep,
-                          f"a layout whose {what} = {expert_tp} GPUs per expert divides the expert width "
-                          f"{arch.expert_width} of {name}", source)
+        if expert_tp == tp:
+            raise field_error("tp", tp, f"a divisor of the expert width {arch.expert_width} of {name}", source)
+        raise field_error("ep", ep, f"a layout whose tp x dp_attention / ep = {expert_tp} GPUs per expert divides "
+                          f"the expert width {arch.expert_width} of {name}", source)
     if arch.n_dense_ffn_layers and arch.dense_ffn_width % gpus:
-        what = "tp" if dp_attention == 1 else "tp x dp_attention"
-        raise field_error("tp" if dp_attention == 1 else "dp_attention", tp if dp_attention == 1 else dp_attention,
-                          f"a layout whose {what} = {gpus} GPUs divides the FFN width {arch.dense_ffn_width} of "
-                          f"{name}", source)
+        if dp_attention == 1:
+            raise field_error("tp", tp, f"a divisor of the FFN width {arch.dense_ffn_width} of {name}", source)
+        raise field_error("dp_attention", dp_attention, f"a layout whose tp x dp_attention = {gpus} GPUs divides "
+                          f"the FFN width {arch.dense_ffn_width} of {name}", source)
 
 
 def check_draft_tp(draft_tp, gpus, source=None):
