@@ -65,7 +65,11 @@ def inputs(scenario):
                        draft_tp=scenario.draft_tp, gpus=scenario.tp * scenario.dp_attention,
                        expert_imbalance=scenario.expert_imbalance, roofline=scenario.roofline,
                        memory_fraction=scenario.memory_fraction,
-                       expert_locality=scenario.expert_locality))
+                       expert_locality=scenario.expert_locality,
+                       acceptance_vector=list(scenario.acceptance_vector) if scenario.acceptance_vector else None,
+                       position_rates=list(scenario.position_rates) if scenario.position_rates else None,
+                       rates=scenario.rates(), tree_topk=scenario.tree_topk, tree_tokens=scenario.tree_tokens,
+                       draft_kv_budget=scenario.draft_kv_budget))
 
 
 def finite(obj):
@@ -138,6 +142,40 @@ def _opt(hw, deploy, target, draft, dec, batches, batch_max, k_max, method):
     env = _optimize.envelope(*trees, dec, k_max, batch_max)
     mem = step(*trees, dec.replace(batch=jnp.ones_like(dec.batch), k=jnp.asarray(k_max, dec.k.dtype))).max_batch_sd
     return per, status, env.last_down, env.all_below, mem
+
+
+@functools.partial(jax.jit, static_argnames=("max_depth",))
+def _trees(hw, deploy, tgt, draft, dec, batches, max_depth):
+    shapes = _optimize.tree_shapes(max_depth)
+
+    def one(b):
+        d = dec.replace(batch=b)
+        best = _optimize.best_tree(hw, deploy, tgt, draft, d, shapes)
+        chain = _optimize.brute_force(hw, deploy, tgt, draft, d.replace(tree_topk=None, tree_tokens=None), max_depth)
+        fits = step(hw, deploy, tgt, draft, d.replace(k=best.depth, tree_topk=best.topk, tree_tokens=best.tokens))
+        return best, chain, fits.status
+    return jax.vmap(one)(batches)
+
+
+def optimize_trees(scenario, batches, max_depth=8, dtype=None):
+    """The best draft shape (depth, topk, tokens; MODEL.md 2.2) at each batch, beside the best chain k:
+    `shape_by_batch` objects with batch, status (of the best shape), depth, topk, tokens, speedup,
+    chain_k, chain_speedup. A shape with speedup <= 1 means: switch speculation off there."""
+    hw, deploy, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
+    if not dec.is_tree:
+        one = jnp.ones_like(dec.k)
+        dec = dec.replace(tree_topk=one, tree_tokens=dec.k + one)
+    b = jnp.asarray(batches, dtype=np.asarray(dec.alpha).dtype)
+    best, (chain_k, chain_s), status = _trees(hw, deploy, tgt, draft, dec, b, int(max_depth))
+    rows = []
+    for i, bi in enumerate(np.asarray(b)):
+        pays = float(best.speedup[i]) > 1.0
+        rows.append(dict(batch=finite_or_none(bi), status=Point.decode(int(status[i])),
+                         depth=int(best.depth[i]) if pays else 0, topk=int(best.topk[i]) if pays else 0,
+                         tokens=int(best.tokens[i]) if pays else 0, speedup=finite_or_none(best.speedup[i]),
+                         chain_k=int(chain_k[i]), chain_speedup=finite_or_none(chain_s[i])))
+    return dict(shape_by_batch=rows, shapes_searched=int(_optimize.tree_shapes(max_depth).shape[0]),
+                max_depth=int(max_depth), inputs=inputs(scenario))
 
 
 def optimize(scenario, batches, k_max=16, batch_max=65536.0, dtype=None, method="optax"):

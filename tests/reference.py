@@ -117,15 +117,51 @@ def t_pass(m, hw, batch, q, ctx, tp=1.0, mode="operator", locality=0.0, lay=None
     return roof + communication(hw, m, n, lay) + overhead
 
 
-def speedup(hw, tgt, draft, batch, k, alpha, ctx, tp=1.0, c=0.0, mode="operator", locality=0.0, lay=None):
+def tau_from_rates(rates, k):
+    """MODEL.md 2.1 at integer k: 1 + sum_i prod_{j<=i} a_j, a_i = the last rate beyond the vector."""
+    out, reach = 1.0, 1.0
+    for i in range(1, int(k) + 1):
+        reach *= rates[min(i, len(rates)) - 1]
+        out += reach
+    return out
+
+
+def tree_tau(rate_at, topk, tokens, depth):
+    """The README's tree estimate (MODEL.md 2.2): N - 1 candidates spread over the depths, at most
+    topk^d at depth d; the accepted node has m_d = w_d / w_{d-1} candidate children."""
+    remaining, above, out, reach = tokens - 1, 1, 1.0, 1.0
+    for d in range(1, int(depth) + 1):
+        w = min(topk ** d, math.ceil(remaining / (depth - d + 1)))
+        remaining -= w
+        m, a = w / above, rate_at(d)
+        p = (1 - (1 - a) ** m) if m >= 1 else m * a
+        reach *= p
+        out += reach
+        above = w
+    return out
+
+
+def speedup(hw, tgt, draft, batch, k, alpha, ctx, tp=1.0, c=0.0, mode="operator", locality=0.0, lay=None,
+            rates=None, tree=None, kv_budget=math.inf):
+    """S (MODEL.md 2); `rates`: per-position acceptance; `tree`: (topk, tokens) of a draft tree of depth
+    k; `kv_budget`: the drafter's KV tokens per layer."""
     lay = lay or layout_of(tp)
     base = t_pass(tgt, hw, batch, 1, ctx, mode=mode, locality=locality, lay=lay)
     has_draft = draft["p_dense"] + draft["p_head"] + draft["p_expert"] > 0
-    t_draft = t_pass(draft, hw, batch, 1, ctx, mode=mode, locality=locality, lay=drafter_layout(lay)) + c * base \
-        + (hw.get("draft_overhead_s", 0.0) if has_draft else 0.0)
-    t_sd = k * t_draft + t_pass(tgt, hw, batch, k + 1, ctx, mode=mode, locality=locality, lay=lay) \
+    dctx = min(ctx, kv_budget)
+    extra = c * base + (hw.get("draft_overhead_s", 0.0) if has_draft else 0.0)
+    first = t_pass(draft, hw, batch, 1, dctx, mode=mode, locality=locality, lay=drafter_layout(lay)) + extra
+    topk, tokens = tree or (1, k + 1)
+    rest = t_pass(draft, hw, batch, topk, dctx, mode=mode, locality=locality, lay=drafter_layout(lay)) + extra
+    drafting = (first + (k - 1) * rest) if k >= 1 else 0.0
+    t_sd = drafting + t_pass(tgt, hw, batch, tokens, ctx, mode=mode, locality=locality, lay=lay) \
         + (hw.get("step_overhead_s", 0.0) if k > 0 else 0.0)
-    return tau(alpha, k) * base / t_sd
+    rate_at = (lambda d: rates[min(d, len(rates)) - 1]) if rates else (lambda d: alpha)
+    if tree and not (topk == 1 and tokens == k + 1):
+        t = tree_tau(rate_at, topk, tokens, k)
+    else:
+        t = tau_from_rates(rates, k) if rates else tau(alpha, k)
+    return t * base / t_sd
 
 
 def weight_bytes(m):
@@ -139,11 +175,14 @@ def kv_per_seq(m, tokens):
 
 
 def max_batch(hw, models, tokens, tp=1.0, u=0.9, layouts=None):
+    """`tokens`: KV tokens per sequence, one number or one per model."""
+    tokens = tokens if isinstance(tokens, (list, tuple)) else [tokens] * len(models)
     """Largest batch that fits on the busiest GPU: per GPU, each model's weights over its layout's GPUs
     (attention projections whole on every DP rank) + its KV of B/dp sequences over min(tp, KV heads)."""
     layouts = layouts or [layout_of(tp)] * len(models)
-    w = sum((weight_bytes(m) - m.get("p_attn", 0.0) * m["b_dense"]) / (lay["tp"] * lay["dp"])
-            + m.get("p_attn", 0.0) * m["b_dense"] / lay["tp"] for m, lay in zip(models, layouts))
+    w = sum(((weight_bytes(m) - m.get("p_attn", 0.0) * m["b_dense"]) / (lay["tp"] * lay["dp"])
+             + m.get("p_attn", 0.0) * m["b_dense"] / lay["tp"]) * m.get("weights_resident", 1.0)
+            for m, lay in zip(models, layouts))
     free = hw["hbm_bytes"] * u - w
-    per = sum(kv_per_seq(m, tokens) / lay["dp"] / kv_ways(m, lay["tp"]) for m, lay in zip(models, layouts))
+    per = sum(kv_per_seq(m, t) / lay["dp"] / kv_ways(m, lay["tp"]) for m, lay, t in zip(models, layouts, tokens))
     return 0.0 if free <= 0 else math.floor(free / per)

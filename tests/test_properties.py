@@ -176,7 +176,7 @@ def test_single_expert_and_extreme_hardware():
         big = h.replace(flops_per_s=h.flops_per_s * scale, hbm_bytes_per_s=h.hbm_bytes_per_s * scale,
                         hbm_bytes=h.hbm_bytes * scale, link_bytes_per_s=h.link_bytes_per_s * scale)
         for dtype_tree in (big, jax.tree.map(lambda x: x.astype(jnp.float32), big)):
-            cast = lambda tree: jax.tree.map(lambda x: x.astype(dtype_tree.flops_per_s.dtype), tree)  # noqa: E731
+            cast = lambda tree: jax.tree.map(lambda x: jnp.asarray(x).astype(dtype_tree.flops_per_s.dtype), tree)  # noqa: E731
             rr = jstep(dtype_tree, cast(dep), cast(t), cast(d), cast(dec))
             assert np.isfinite(float(rr.speedup)) and float(rr.speedup) > 0
 

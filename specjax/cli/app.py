@@ -46,6 +46,24 @@ DpAttn = Annotated[int, typer.Option("--dp-attention", help="Attention data-para
                                                             "1/dp of the sequences (SGLang/vLLM DP attention).")]
 DraftTp = Annotated[Optional[int], typer.Option(help="The drafter's own TP degree (vLLM draft_tensor_parallel_size; "
                                                      "default: the target's layout).")]
+def rate_list(text):
+    """'0.8,0.6,0.5' -> (0.8, 0.6, 0.5); a bad entry gets the one-line error of the option."""
+    try:
+        return tuple(float(v) for v in str(text).replace(" ", "").split(",") if v != "")
+    except ValueError:
+        raise typer.BadParameter(f"{text!r}; expected comma-separated rates such as 0.8,0.6,0.5") from None
+
+
+AccVector = Annotated[Optional[str], typer.Option(help="Conditional acceptance per draft position, a_1,a_2,... "
+                                                       "(beyond the last: the last). Replaces --alpha.")]
+PosRates = Annotated[Optional[str], typer.Option(help="vLLM's per-position acceptance rates r_1,r_2,... "
+                                                      "(unconditional; a_i = r_i / r_(i-1)). Replaces --alpha.")]
+TreeTopk = Annotated[Optional[int], typer.Option(help="Draft tree: branching per step (SGLang speculative-eagle-topk; "
+                                                      "--k is the depth, speculative-num-steps).")]
+TreeTokens = Annotated[Optional[int], typer.Option(help="Draft tree: tokens verified per sequence, root included "
+                                                        "(SGLang speculative-num-draft-tokens).")]
+KvBudget = Annotated[Optional[float], typer.Option(help="Tokens of KV the drafter keeps and reads per layer "
+                                                        "(StreamingLLM / MagicDec; default: all).")]
 Imbalance = Annotated[float, typer.Option(help="Busiest EP rank's routed-expert work / the mean (>= 1).")]
 K = Annotated[int, typer.Option("--k", help="Draft length: tokens proposed per step.")]
 Alpha = Annotated[Optional[float], typer.Option(help="Per-token acceptance rate in [0, 1].")]
@@ -83,6 +101,9 @@ def scenario(ignore_memory=False, **kw):
     """A validated `Scenario` from model flags (Enum options unwrapped); refuses weights that do not fit."""
     kw = {k: value(v) for k, v in kw.items()}
     kw["draft_cost"] = kw.pop("draft_cost", None)
+    for name in ("acceptance_vector", "position_rates"):
+        if kw.get(name) is not None:
+            kw[name] = rate_list(kw[name])
     sc = Scenario(**kw)
     if not ignore_memory:
         msg = sc.memory_error()
@@ -141,7 +162,9 @@ _MODEL_FLAGS = [  # (name, annotation, default): the operating point, shared by 
     ("target", Target, inspect.Parameter.empty), ("hardware", Hw, inspect.Parameter.empty),
     ("drafter", Drafter, DrafterChoice.ratio), ("draft", Draft, None), ("draft_cost", DraftCost, None), ("tp", Tp, 1),
     ("ep", Ep, 1), ("dp_attention", DpAttn, 1), ("draft_tp", DraftTp, None), ("expert_imbalance", Imbalance, 1.0),
-    ("k", K, 2), ("alpha", Alpha, None), ("accepted_length", Tau, None), ("context", Context, 2048.0),
+    ("k", K, 2), ("alpha", Alpha, None), ("accepted_length", Tau, None), ("acceptance_vector", AccVector, None),
+    ("position_rates", PosRates, None), ("tree_topk", TreeTopk, None), ("tree_tokens", TreeTokens, None),
+    ("draft_kv_budget", KvBudget, None), ("context", Context, 2048.0),
     ("weight_dtype", WDtype, None), ("expert_dtype", EDtype, None), ("kv_dtype", KvDtype, None),
     ("compute_dtype", CDtype, "bf16"), ("roofline", Roof, RooflineChoice.operator), ("memory_fraction", MemFrac, 0.9),
     ("engine", Engine, DEFAULT_ENGINE), ("expert_locality", Locality, 0.0),

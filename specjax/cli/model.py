@@ -119,12 +119,28 @@ def optimize(model,
              k_max: Annotated[int, typer.Option(help="Largest draft length considered.", min=1, max=64)] = 16,
              method: Annotated[MethodChoice, typer.Option(help="optax (gradient search) | brute (every integer k).")
                                ] = MethodChoice.optax,
-             batch_max: BatchMax = 65536.0, as_json: Json = False):
+             batch_max: BatchMax = 65536.0,
+             trees: Annotated[bool, typer.Option("--trees", help="Search draft-tree shapes (depth <= min(k-max, 8), "
+                                                                  "topk 1/2/4/8, verified tokens) instead of k.")
+                              ] = False,
+             as_json: Json = False):
     """Best draft length k* at each batch that fits, and the batch beyond which speculation should be off."""
     sc = scenario(**model)
     batches = batch or [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
     for b in batches:
         catalogue.check("batch", b)
+    if trees or sc.tree_topk is not None:
+        r = api.optimize_trees(sc, batches, min(k_max, 8))
+        if as_json:
+            print_json(r)
+            return
+        print(f"{'batch':>8} {'depth':>5} {'topk':>4} {'tokens':>6} {'speedup':>9} {'chain k':>7} {'chain S':>8}  status")
+        for row in r["shape_by_batch"]:
+            print(f"{row['batch']:>8g} {row['depth']:>5} {row['topk']:>4} {row['tokens']:>6} {row['speedup']:>9.4f} "
+                  f"{row['chain_k']:>7} {row['chain_speedup']:>8.4f}  {row['status']}")
+        print(f"\n{r['shapes_searched']} shapes searched per batch (depth 0: no shape pays, switch speculation off)")
+        print_inputs(r["inputs"])
+        return
     r = api.optimize(sc, batches, k_max, check_batch_max(batch_max), method=value(method))
     if as_json:
         print_json(r)

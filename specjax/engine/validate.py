@@ -69,7 +69,9 @@ def known_alpha(rows, dtype=jnp.float32):
         if r.alpha is not None:
             alpha[i], source[i] = r.alpha, "given"
         elif r.tau is not None:
-            alpha[i] = float(alpha_from_tokens(jnp.asarray(r.tau, dtype), jnp.asarray(r.k, dtype)))
+            alpha[i] = r.scenario().replace_acceptance(accepted_length=r.tau).resolved_alpha() \
+                if r.tree_topk is not None else float(alpha_from_tokens(jnp.asarray(r.tau, dtype),
+                                                                         jnp.asarray(r.k, dtype)))
             source[i] = "accepted_length"
     return alpha, source
 
@@ -192,7 +194,8 @@ def evaluate(rows, engine=None, profiles=None, mode="operator", dtype=jnp.float3
         engine=[r.engine or "(unspecified)" for r in rows], engine_profile=list(engine_used),
         target=[r.target for r in rows], drafter=[r.drafter for r in rows], draft=[r.draft or "" for r in rows],
         hardware=[r.hardware for r in rows], tp=[r.tp for r in rows], ep=[r.ep for r in rows],
-        dp_attention=[r.dp_attention for r in rows], batch=[r.batch for r in rows],
+        dp_attention=[r.dp_attention for r in rows], tree_topk=[r.tree_topk or 1 for r in rows],
+        tree_tokens=[r.tree_tokens or r.k + 1 for r in rows], batch=[r.batch for r in rows],
         k=[r.k for r in rows], context=[r.context for r in rows], alpha=alpha, alpha_source=list(source),
         anchor=anchor, role=role, note=note, measured_speedup=meas, predicted_speedup=s_pred,
         ape=np.abs(s_pred / meas - 1.0), side_ok=(s_pred > 1.0) == (meas > 1.0), status=list(status)))

@@ -33,7 +33,8 @@ from ..cost.trees import Decode
 
 COLUMNS = ("series", "target", "drafter", "draft", "hardware", "tp", "batch", "k", "acceptance_rate",
            "accepted_length", "context", "weight_dtype", "measured_speedup", "metric", "approximate", "source_url")
-OPTIONAL = ("t_base_s", "t_sd_step_s", "engine", "expert_locality", "dataset", "ep", "dp_attention", "draft_tp")
+OPTIONAL = ("t_base_s", "t_sd_step_s", "engine", "expert_locality", "dataset", "ep", "dp_attention", "draft_tp",
+            "tree_depth", "tree_topk", "tree_tokens")
 LAYOUT = ("ep", "dp_attention", "draft_tp")  # optional layout columns (MODEL.md 1.1); tp is required
 DEFAULT_ENGINE = engines.DEFAULT  # rows with an empty engine column
 MAX_BYTES = 64 << 20
@@ -65,6 +66,8 @@ class Row:
     ep: int = 1
     dp_attention: int = 1
     draft_tp: int | None = None
+    tree_topk: int | None = None
+    tree_tokens: int | None = None
     unsupported: str | None = None
 
     @property
@@ -80,8 +83,8 @@ class Row:
 
     @property
     def layout(self):
-        """(tp, ep, dp_attention, draft_tp): part of every build cache key."""
-        return (self.tp, self.ep, self.dp_attention, self.draft_tp)
+        """(tp, ep, dp_attention, draft_tp, tree_topk, tree_tokens, k): part of every build cache key."""
+        return (self.tp, self.ep, self.dp_attention, self.draft_tp, self.tree_topk, self.tree_tokens, self.k)
 
     @property
     def engine_name(self):
@@ -91,7 +94,8 @@ class Row:
     def scenario(self, hardware=None, roofline="operator"):
         return Scenario(target=self.target, hardware=hardware or self.hardware, drafter=self.drafter,
                         draft=self.draft or None, tp=self.tp, ep=self.ep, dp_attention=self.dp_attention,
-                        draft_tp=self.draft_tp, batch=self.batch, k=self.k, alpha=0.5,
+                        draft_tp=self.draft_tp, tree_topk=self.tree_topk, tree_tokens=self.tree_tokens,
+                        batch=self.batch, k=self.k, alpha=0.5,
                         context=self.context, weight_dtype=self.weight_dtype, roofline=roofline,
                         expert_locality=self.expert_locality)
 
@@ -177,6 +181,14 @@ def load(path):
         layout = {c: _number(p, line, c, r.get(c), "empty or an integer in [1, 4096]", lambda v: 1 <= v <= 4096,
                              integer=True, optional=True) for c in LAYOUT}
         layout = {c: v for c, v in layout.items() if v is not None}
+        tree = {c: _number(p, line, c, r.get(c), "empty or an integer in [1, 4096]", lambda v: 1 <= v <= 4096,
+                           integer=True, optional=True) for c in ("tree_depth", "tree_topk", "tree_tokens")}
+        if (tree["tree_topk"] is None) != (tree["tree_tokens"] is None):
+            raise _err(p, line, "tree_tokens" if tree["tree_tokens"] is None else "tree_topk", "",
+                       "tree_topk and tree_tokens together (a draft tree) or neither (a chain)")
+        if tree["tree_depth"] is not None and tree["tree_depth"] != k:
+            raise _err(p, line, "tree_depth", r.get("tree_depth"), f"k = {k} (the tree's depth is its k)")
+        layout.update({c: tree[c] for c in ("tree_topk", "tree_tokens") if tree[c] is not None})
         loc = _number(p, line, "expert_locality", r.get("expert_locality"), "empty or in [0, 1]",
                       lambda v: 0 <= v <= 1, optional=True)
         engine = (r.get("engine") or "").strip()
@@ -235,6 +247,7 @@ def stack(rows, engine=None, profiles=None, dtype=jnp.float32, roofline="operato
     """
     fixed = engines.load(engine) if isinstance(engine, str) else engine
     cache, built = {}, []
+    trees = any(r.tree_topk is not None for r in rows)
     for r in rows:
         prof = fixed or engine_profile(r.engine_name, profiles)
         key = (r.target, r.drafter, r.draft, r.hardware, r.layout, r.weight_dtype, id(prof))
@@ -246,14 +259,17 @@ def stack(rows, engine=None, profiles=None, dtype=jnp.float32, roofline="operato
                 raise SpecError(f"line {r.line}: {e}") from None
             hw_prof = prof.apply(sc.check()[0])  # the hardware file as read by the build (cached)
             cache[key] = (hw_prof.resolve(sc.compute_dtype, dtype, roofline), deploy, tgt, dr)
-        built.append((*cache[key], _decode(r, dtype)))
+        built.append((*cache[key], _decode(r, dtype, trees)))
     return jax.tree.map(lambda *xs: jnp.stack(xs), *built)
 
 
-def _decode(r, dtype):
+def _decode(r, dtype, trees=False):
+    """The row's operating point; `trees`: every row carries tree leaves (a chain as topk 1, k + 1 tokens)
+    so that chain and tree rows stack together."""
+    tree = dict(tree_topk=r.tree_topk or 1, tree_tokens=r.tree_tokens or r.k + 1) if trees else {}
     return Decode(**{k: jnp.asarray(v, dtype) for k, v in dict(
         batch=r.batch, k=r.k, alpha=r.alpha if r.alpha is not None else 0.5, context=r.context,
-        draft_cost_ratio=0.0, expert_locality=r.expert_locality).items()})
+        draft_cost_ratio=0.0, expert_locality=r.expert_locality, draft_kv_budget=jnp.inf, **tree).items()})
 
 
 def series_index(rows):

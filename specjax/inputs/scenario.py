@@ -176,6 +176,11 @@ class Scenario:
             raise field_error("tree_tokens", self.tree_tokens, f"{least:g} <= tree_tokens <= {most:g} for depth k = "
                               f"{self.k:g} and topk {self.tree_topk} (root included)", src)
 
+    def replace_acceptance(self, **kw):
+        """A copy with the acceptance given another way (one of alpha, accepted_length, a vector)."""
+        none = dict.fromkeys(("alpha", "accepted_length", "acceptance_vector", "position_rates"))
+        return dataclasses.replace(self, **{**none, **kw})
+
     def rates(self):
         """The conditional per-position acceptance (a_1..a_V) as floats, or None for i.i.d. alpha."""
         if self.acceptance_vector is not None:

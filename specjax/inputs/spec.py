@@ -26,8 +26,10 @@ from .scenario import Scenario
 TOP_KEYS = {"name", "description", "roofline", "engine", "compute_dtype", "chunk_size", "experts_hold", "hardware",
             "pairs", "fixed", "axes", "reduce", "sensitivity", "optimize"}
 LAYOUT = ("tp", "ep", "dp_attention", "draft_tp")  # a pair's deployment layout (MODEL.md 1.1), or an axis each
+TREE = ("tree_topk", "tree_tokens")  # a pair's draft-tree shape (MODEL.md 2.2), or [fixed] keys, or axes
+VECTORS = ("acceptance_vector", "position_rates")  # per-position acceptance (MODEL.md 2.1): [fixed] or pair keys
 PAIR_KEYS = {"target", "drafter", "draft", "draft_cost", "weight_dtype", "expert_dtype", "kv_dtype", "label", *LAYOUT,
-             "engine"}
+             "engine", *TREE, "draft_kv_budget", *VECTORS}
 FIXED_STR = {"weight_dtype", "expert_dtype", "kv_dtype"}
 FIXED_NUM = tuple(catalogue.FIXED)
 MAX_AXIS = 10_000_000
@@ -50,6 +52,11 @@ class Pair:
     dp_attention: int | None = None
     draft_tp: int | None = None
     engine: str | None = None
+    tree_topk: int | None = None
+    tree_tokens: int | None = None
+    draft_kv_budget: float | None = None
+    acceptance_vector: tuple | None = None
+    position_rates: tuple | None = None
     label: str = ""
 
 
@@ -133,10 +140,18 @@ class SweepSpec:
     def scenario(self, hardware, pair):
         """The base `Scenario` of one categorical combination (axis values override it)."""
         fx = {k: v for k, v in self.fixed.items() if k not in ("alpha", "accepted_length")}
-        fx["alpha"] = 0.5  # placeholder: alpha / accepted_length are always axes, set per point
-        for key in ("weight_dtype", "expert_dtype", "kv_dtype", *LAYOUT):
+        for key in ("weight_dtype", "expert_dtype", "kv_dtype", *LAYOUT, *TREE, "draft_kv_budget", *VECTORS):
             if getattr(pair, key):
                 fx[key] = getattr(pair, key)
+        if not any(fx.get(v) for v in VECTORS):
+            fx["alpha"] = 0.5  # placeholder: alpha / accepted_length are always axes, set per point
+        for key in TREE:  # a tree axis needs a tree in the base point: the axis's first value
+            if key in self.axes and key not in fx:
+                fx[key] = int(self.axes[key][0])
+        if "tree_tokens" in fx and "tree_topk" not in fx:
+            fx["tree_topk"] = 1
+        if "tree_topk" in fx and "tree_tokens" not in fx:
+            fx["tree_tokens"] = int(fx.get("k", self.axes.get("k", (2,))[0])) + 1
         return Scenario(target=pair.target, hardware=hardware, drafter=pair.drafter, draft=pair.draft,
                         draft_cost=pair.draft_cost if pair.drafter == "ratio" else None,
                         engine=pair.engine or self.engine,
@@ -218,9 +233,12 @@ def _pair(raw, i, src):
     drafters.get(raw["drafter"], src, f"{field}.drafter")
     if "engine" in raw:
         _engine(raw["engine"], f"{field}.engine", src)
-    for key in LAYOUT:
+    for key in (*LAYOUT, *TREE, "draft_kv_budget"):
         if key in raw:
             catalogue.check(key, raw[key], src, f"{field}.{key}")
+    for key in VECTORS:
+        if key in raw:
+            raw = dict(raw, **{key: _vector(raw[key], f"{field}.{key}", src)})
     names = (raw["target"], raw["drafter"], raw.get("draft"))
     label = raw.get("label") or "+".join(pathlib.Path(x).stem if x.endswith(".json") else x for x in names if x)
     if not isinstance(label, str) or not LABEL.fullmatch(label):
@@ -256,16 +274,27 @@ def _pairs(data, src):
     return pairs
 
 
+def _vector(raw, field, src):
+    """A per-position acceptance vector: a non-empty list of rates in [0, 1]."""
+    if not isinstance(raw, list) or not raw:
+        raise field_error(field, raw, "a non-empty list of rates in [0, 1], position 1 first", src)
+    for i, v in enumerate(raw):
+        catalogue.check("alpha", v, src, f"{field}[{i}]")
+    return tuple(float(v) for v in raw)
+
+
 def _fixed(data, src):
     fixed = {}
     for key, v in _table(data, "fixed", src).items():
-        if key in FIXED_STR:
+        if key in VECTORS:
+            fixed[key] = _vector(v, f"fixed.{key}", src)
+        elif key in FIXED_STR:
             fixed[key] = canonical(v, f"fixed.{key}", src)
         elif key in FIXED_NUM:
             catalogue.check(key, v, src, f"fixed.{key}")
             fixed[key] = v
         else:
-            raise unknown_name("key in [fixed]", key, [*FIXED_STR, *FIXED_NUM], src)
+            raise unknown_name("key in [fixed]", key, [*FIXED_STR, *FIXED_NUM, *VECTORS], src)
     return fixed
 
 
@@ -276,15 +305,20 @@ def _numeric_axes(data, fixed, pairs, src):
         if name not in catalogue.AXES:
             raise unknown_name("axis", name, catalogue.AXES, src)
         axes[name] = _axis_values(name, raw, src)
-    alpha_sources = [n for n in ("alpha", "accepted_length") if n in axes or n in fixed]
-    if len(alpha_sources) != 1 or (alpha_sources[0] in axes and alpha_sources[0] in fixed):
-        raise SpecError(f"give exactly one of alpha and accepted_length (in [fixed] or [axes]) in {src}")
-    if alpha_sources[0] in fixed:
+    vector_pairs = [p for p in pairs if any(getattr(p, v) for v in VECTORS)]
+    alpha_sources = [n for n in ("alpha", "accepted_length", *VECTORS) if n in axes or n in fixed]
+    if vector_pairs and (alpha_sources or len(vector_pairs) != len(pairs)):
+        raise SpecError(f"pair {vector_pairs[0].label!r} has its own acceptance vector: give one to every pair "
+                        f"and no alpha, accepted_length or vector in [fixed] / [axes] in {src}")
+    if not vector_pairs and (len(alpha_sources) != 1 or (alpha_sources[0] in axes and alpha_sources[0] in fixed)):
+        raise SpecError("give exactly one of alpha, accepted_length (in [fixed] or [axes]) and acceptance_vector, "
+                        f"position_rates (in [fixed] or every pair) in {src}")
+    if not vector_pairs and alpha_sources[0] in ("alpha", "accepted_length") and alpha_sources[0] in fixed:
         axes[alpha_sources[0]] = (float(fixed.pop(alpha_sources[0])),)
     for key in list(fixed):
         if key in axes:
             raise SpecError(f"{key} is both in [fixed] and in [axes] in {src}")
-    for key in LAYOUT:
+    for key in (*LAYOUT, *TREE, "draft_kv_budget"):
         if key in axes and any(getattr(p, key) for p in pairs):
             raise SpecError(f"{key} is both a pair key and an axis in {src}")
     if "expert_granularity" in axes and ("n_experts" in axes or "top_k" in axes):

@@ -118,3 +118,41 @@ def envelope(hw, deploy, target, draft, dec, k_max=16, batch_max=65536.0, n_grid
     """`_search.SignChanges` of max_k S(B, k) - 1 on [1, batch_max]."""
     return sign_changes(lambda x: best_speedup(hw, deploy, target, draft, dec, x, k_max), lambda env: env - 1.0,
                         batch_max, n_grid, n_bisect or bisect_steps(float_dtype(dec.alpha)), float_dtype(dec.alpha))
+
+
+TREE_TOKENS = (3, 4, 6, 8, 10, 12, 16, 21, 24, 32, 48, 64)  # verify widths tried for trees (SGLang-like)
+
+
+def tree_shapes(max_depth=8, topks=(1, 2, 4, 8), max_tokens=64):
+    """The draft shapes `best_tree` compares, as an (n, 3) array of (depth, topk, tokens): every chain
+    (topk 1, depth + 1 tokens) and, for wider trees, every width of `TREE_TOKENS` between depth + 2 and
+    the most a tree of that depth and branching holds (1 + sum_d topk^d, at most `max_tokens`)."""
+    shapes = []
+    for d in range(1, max_depth + 1):
+        for w in topks:
+            if w == 1:
+                shapes.append((d, 1, d + 1))
+                continue
+            most = min(max_tokens, 1 + sum(w ** j for j in range(1, d + 1)))
+            shapes += [(d, w, n) for n in sorted(set(TREE_TOKENS) | {most}) if d + 1 < n <= most]
+    return jnp.asarray(shapes, dtype=float)
+
+
+class TreeOptimum(NamedTuple):
+    depth: float
+    topk: float
+    tokens: float
+    speedup: float      # S of that shape (below 1 where no shape pays: switch speculation off)
+
+
+def best_tree(hw, deploy, target, draft, dec, shapes):
+    """The draft shape (depth, topk, tokens) with the largest S at the operating point `dec`, by
+    evaluating every row of `shapes` (`tree_shapes`); a chain is the shape (k, 1, k + 1)."""
+    shapes = shapes.astype(float_dtype(dec.alpha))
+
+    def s_of(shape):
+        return step(hw, deploy, target, draft, dec.replace(k=shape[0], tree_topk=shape[1], tree_tokens=shape[2])).speedup
+
+    s = jax.vmap(s_of)(shapes)
+    i = jnp.argmax(s)
+    return TreeOptimum(depth=shapes[i, 0], topk=shapes[i, 1], tokens=shapes[i, 2], speedup=s[i])
