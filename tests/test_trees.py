@@ -130,7 +130,8 @@ def test_self_speculation():
 def test_kernel_matches_reference_with_vectors_trees_and_budgets(case):
     rng = np.random.default_rng(case)
     target, drafter, draft = [("qwen3-8b", "eagle", "eagle3-qwen3-8b"), ("llama-3.1-8b", "model", "llama-3.2-1b"),
-                              ("gpt-oss-120b", "eagle", "eagle3-gpt-oss-120b"), ("llama-3.1-8b", "self", None)][case % 4]
+                              ("gpt-oss-120b", "eagle", "eagle3-gpt-oss-120b"),
+                              ("llama-3.1-8b", "self", None)][case % 4]
     k = int(rng.integers(1, 6))
     topk = int(rng.choice([1, 2, 4]))
     tokens = k + 1 if topk == 1 else int(rng.integers(k + 1, min(64, 1 + sum(topk ** d for d in range(1, k + 1))) + 1))
@@ -180,3 +181,68 @@ def test_bad_trees_and_vectors_name_the_field(kw, message):
     with pytest.raises(SpecError) as e:
         Scenario(**args).check()
     assert message in str(e.value), str(e.value)
+
+
+def test_sweeps_take_tree_shapes_vectors_and_budgets(tmp_path):
+    from specjax.engine import sweep
+    from specjax.inputs import spec
+    from specjax.outputs import io
+    text = """
+        name = "t"
+        hardware = ["h100-sxm"]
+        engine = "roofline"
+        [[pairs]]
+        target = "qwen3-8b"
+        drafter = "eagle"
+        draft = "eagle3-qwen3-8b"
+        [fixed]
+        k = 3
+        context = 512
+        acceptance_vector = [0.8, 0.6, 0.5]
+        [axes]
+        batch = [1, 64]
+        tree_topk = [1, 2, 4]
+        tree_tokens = [4, 6, 21]
+        draft_kv_budget = [256, 1e9]
+        """
+    sp = spec.from_text(text, "t.toml")
+    sweep.run(sp, tmp_path / "o")
+    df = io.read_results(tmp_path / "o").collect()
+    assert df.height == 2 * 3 * 3 * 2
+    for row in df.iter_rows(named=True):
+        w, n = int(row["tree_topk"]), int(row["tree_tokens"])
+        valid = (w == 1 and n == 4) or (w > 1 and 4 <= n <= 1 + sum(w ** d for d in (1, 2, 3)))
+        if not valid:
+            assert row["status"] == "invalid_input", row
+            continue
+        sc = Scenario(**BASE_SWEEP, batch=row["batch_seqs"], tree_topk=w, tree_tokens=n,
+                      draft_kv_budget=row["draft_kv_budget_tokens"])
+        assert row["speedup"] == pytest.approx(float(step(*sc.build()).speedup), rel=2e-5), row
+    with pytest.raises(SpecError, match="give exactly one of alpha"):
+        spec.from_text(text.replace("context = 512", "context = 512\nalpha = 0.7"), "t.toml")
+
+
+BASE_SWEEP = dict(target="qwen3-8b", hardware="h100-sxm", drafter="eagle", draft="eagle3-qwen3-8b", k=3, context=512.0,
+                  acceptance_vector=(0.8, 0.6, 0.5), engine="roofline")
+
+
+def test_cli_trees_vectors_and_the_tree_search(capsys):
+    import json
+    from specjax.cli import main
+    base = ["--target", "qwen3-8b", "--hardware", "h100-sxm", "--drafter", "eagle", "--draft", "eagle3-qwen3-8b",
+            "--k", "3", "--context", "180", "--engine", "sglang", "--json"]
+    with pytest.raises(SystemExit) as e:
+        main(["point", *base, "--tree-topk", "4", "--tree-tokens", "21", "--accepted-length", "2.92", "--batch", "1"])
+    assert e.value.code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tokens_per_step"] == pytest.approx(2.92, rel=1e-5)  # a measured tree tau is used as given
+    assert out["inputs"]["tree_topk"] == 4 and out["inputs"]["tree_tokens"] == 21
+    with pytest.raises(SystemExit) as e:
+        main(["optimize", *base, "--accepted-length", "2.25", "--trees", "--batch", "1", "--batch", "128"])
+    assert e.value.code == 0
+    rows = json.loads(capsys.readouterr().out)["shape_by_batch"]
+    assert rows[0]["topk"] > 1 and rows[0]["speedup"] > rows[0]["chain_speedup"]  # a tree wins at batch 1
+    assert rows[1]["topk"] == 1 and rows[1]["depth"] <= 3  # a short chain at batch 128
+    with pytest.raises(SystemExit) as e:
+        main(["point", *base, "--acceptance-vector", "0.8,x", "--batch", "1"])
+    assert e.value.code == 2 and "0.8,x" in capsys.readouterr().err

@@ -49,6 +49,35 @@ def main():
     with pl.Config(tbl_rows=200, tbl_cols=20, tbl_width_chars=200):
         print(table.select("hardware", "group", "layout", "k_tokens", "crossover_batch", "status", "max_batch_sd")
               .sort("hardware", "group", "layout", "k_tokens"))
+    # acceptance vectors: vLLM's per-position rates vs an i.i.d. alpha with the same tau at k = 3
+    rates = (0.601, 0.286, 0.128)  # vLLM issue 20780's per-position acceptance, EAGLE-3 on Llama-3.1-8B
+    pair = dict(target="llama-3.1-8b", hardware="h100-sxm", drafter="eagle", draft="eagle3-llama-3.1-8b",
+                context=2048, engine="vllm")
+    alpha_same = Scenario(**pair, k=3, position_rates=rates).replace_acceptance(
+        accepted_length=1 + sum(rates)).resolved_alpha()
+    scen = {f"{lab}, k {k}": Scenario(**pair, k=k, **acc) for k in (1, 2, 4) for lab, acc in
+            (("per-position rates", dict(position_rates=rates)), (f"i.i.d. alpha {alpha_same:.3f}",
+                                                                   dict(alpha=alpha_same)))}
+    fig, _ = plots.speedup_figure(curves.speedup_grid(scen, np.geomspace(1, 256, 97)),
+                                  title="Falling per-position acceptance: longer drafts pay less than i.i.d. says")
+    plots.save(fig, docs / "acceptance_vector")
+    # trees: chain and two SpecDecode-Bench tree shapes from one alpha (the chain's measured tau 2.25)
+    qwen = dict(target="qwen3-8b", hardware="h100-sxm", drafter="eagle", draft="eagle3-qwen3-8b", k=3,
+                context=180, engine="sglang")
+    a_chain = Scenario(**qwen, accepted_length=2.25).resolved_alpha()
+    shapes = {"chain (k 3, 4 tokens)": {}, "tree depth 3, topk 2, 6 tokens": dict(tree_topk=2, tree_tokens=6),
+              "tree depth 3, topk 4, 21 tokens": dict(tree_topk=4, tree_tokens=21)}
+    fig, _ = plots.speedup_figure(
+        curves.speedup_grid({n: Scenario(**qwen, alpha=a_chain, **kw) for n, kw in shapes.items()},
+                            np.geomspace(1, 256, 97)),
+        title="Qwen3-8B + EAGLE-3 on H100 (SGLang): wide trees win at batch 1, lose by batch 64")
+    plots.save(fig, docs / "trees")
+    # self-speculation at long context
+    self_spec = spec.load(ROOT / "sweeps" / "self_spec.toml")
+    sweep.run(self_spec, tmp / "self_spec")
+    df = plots.from_sweep(tmp / "self_spec").filter(pl.col("pair") == "llama-3.1-8b.self-512")
+    fig, _ = plots.speedup_figure(df, title="Self-speculation, Llama-3.1-8B on H200, draft KV budget 512 tokens")
+    plots.save(fig, docs / "self_spec")
     data = ROOT / "data" / "measured"
     rows = measured.load(data / "public.csv") + measured.load(data / "step_times.csv")
     pure, s0 = validate.evaluate(rows, "roofline")

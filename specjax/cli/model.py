@@ -134,7 +134,8 @@ def optimize(model,
         if as_json:
             print_json(r)
             return
-        print(f"{'batch':>8} {'depth':>5} {'topk':>4} {'tokens':>6} {'speedup':>9} {'chain k':>7} {'chain S':>8}  status")
+        print(f"{'batch':>8} {'depth':>5} {'topk':>4} {'tokens':>6} {'speedup':>9} {'chain k':>7} "
+              f"{'chain S':>8}  status")
         for row in r["shape_by_batch"]:
             print(f"{row['batch']:>8g} {row['depth']:>5} {row['topk']:>4} {row['tokens']:>6} {row['speedup']:>9.4f} "
                   f"{row['chain_k']:>7} {row['chain_speedup']:>8.4f}  {row['status']}")

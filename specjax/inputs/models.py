@@ -16,7 +16,8 @@ from .dtypes import canonical, nbytes
 from ..errors import path_exists, unknown_name
 from ..cost.trees import Model
 
-__all__ = ["Model", "target", "eagle_head", "mtp_head", "self_draft", "load_architecture", "preset_slugs", "preset_info"]
+__all__ = ["Model", "target", "eagle_head", "mtp_head", "self_draft",
+           "load_architecture", "preset_slugs", "preset_info"]
 
 PRESET_DIR = pathlib.Path(__file__).parents[1] / "presets" / "models"
 

@@ -151,7 +151,8 @@ def best_tree(hw, deploy, target, draft, dec, shapes):
     shapes = shapes.astype(float_dtype(dec.alpha))
 
     def s_of(shape):
-        return step(hw, deploy, target, draft, dec.replace(k=shape[0], tree_topk=shape[1], tree_tokens=shape[2])).speedup
+        shaped = dec.replace(k=shape[0], tree_topk=shape[1], tree_tokens=shape[2])
+        return step(hw, deploy, target, draft, shaped).speedup
 
     s = jax.vmap(s_of)(shapes)
     i = jnp.argmax(s)
