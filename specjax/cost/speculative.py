@@ -84,7 +84,7 @@ def step(hw, deploy, target, draft, dec):
     base = pass_cost(hw, deploy, target, dec.batch, 1.0, dec.context, lam)
     verify = pass_cost(hw, deploy, target, dec.batch, q_verify, dec.context, lam)
     draft_layout = deploy.drafter()
-    draft_ctx = jnp.minimum(dec.context, dec.draft_kv_budget)  # a bounded draft KV cache (MODEL.md 1.3)
+    draft_ctx = dec.draft_context(dec.context)  # a bounded draft KV cache (MODEL.md 1.3)
     own = pass_cost(hw, draft_layout, draft, dec.batch, 1.0, draft_ctx, lam)
     fixed = dec.draft_cost_ratio * base.t_s + jnp.where(draft.has_weights, hw.draft_overhead_s, 0.0)
     t_draft = own.t_s + fixed
@@ -98,7 +98,7 @@ def step(hw, deploy, target, draft, dec):
     speedup = tau * base.t_s / t_sd
     mb_base = max_batch(hw, deploy, (target,), dec.context + 1.0)
     kv_tokens = dec.context + dec.tree_tokens if dec.is_tree else dec.context + dec.k + 1.0
-    mb_sd = max_batch(hw, deploy, (target, draft), (kv_tokens, jnp.minimum(kv_tokens, dec.draft_kv_budget)),
+    mb_sd = max_batch(hw, deploy, (target, draft), (kv_tokens, dec.draft_context(kv_tokens)),
                       (deploy, draft_layout))
     # the model's invariants (every time > 0 and finite, 0 < S <= tau <= k+1): numbers that break them
     # (float overflow, absurd inputs that slipped past the edge) are never reported with status ok

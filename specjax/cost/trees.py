@@ -216,8 +216,8 @@ class Decode:
       expert_locality: a workload property: 0 = sequences route independently (uniform routing,
         MODEL.md); 1 = all sequences of a batch route identically (one prompt copied B times under
         greedy decoding). Distinct experts are those of n_eff = q (1 + (1 - lambda)(B - 1)) tokens.
-      draft_kv_budget: tokens of KV the drafter keeps and reads per layer, min(L, b) (MODEL.md 1.3;
-        inf: all of them).
+      draft_kv_budget: None (the drafter keeps all of its KV) or the tokens of KV it keeps and reads per
+        layer, min(L, b) (MODEL.md 1.3). Like `rates` and the tree, None is part of the tree structure.
       rates: None (i.i.d. alpha) or the conditional acceptance of each draft position a_1..a_V (last
         axis; MODEL.md 2.1). Whether it is None is part of the tree structure: each compiles once.
       tree_topk, tree_tokens: None (a chain) or a draft tree of depth k, branching `tree_topk`,
@@ -230,7 +230,7 @@ class Decode:
     context: float
     draft_cost_ratio: float = 0.0
     expert_locality: float = 0.0
-    draft_kv_budget: float = float("inf")
+    draft_kv_budget: object = None
     rates: object = None
     tree_topk: object = None
     tree_tokens: object = None
@@ -245,6 +245,10 @@ class Decode:
         if self.rates is None:
             return self.alpha
         return self.rates[..., min(position, self.rates.shape[-1]) - 1]
+
+    def draft_context(self, tokens):
+        """KV tokens the drafter reads or stores for `tokens` of context: min(tokens, budget)."""
+        return tokens if self.draft_kv_budget is None else jnp.minimum(tokens, self.draft_kv_budget)
 
     @property
     def verify_tokens(self):

@@ -269,7 +269,7 @@ def _decode(r, dtype, trees=False):
     tree = dict(tree_topk=r.tree_topk or 1, tree_tokens=r.tree_tokens or r.k + 1) if trees else {}
     return Decode(**{k: jnp.asarray(v, dtype) for k, v in dict(
         batch=r.batch, k=r.k, alpha=r.alpha if r.alpha is not None else 0.5, context=r.context,
-        draft_cost_ratio=0.0, expert_locality=r.expert_locality, draft_kv_budget=jnp.inf, **tree).items()})
+        draft_cost_ratio=0.0, expert_locality=r.expert_locality, **tree).items()})
 
 
 def series_index(rows):

@@ -268,7 +268,7 @@ class Scenario:
         dec = Decode(batch=as_dt(self.batch), k=as_dt(self.k), alpha=as_dt(self.resolved_alpha()),
                      context=as_dt(self.context), draft_cost_ratio=as_dt(self.draft_cost if kind.cost_ratio else 0.0),
                      expert_locality=as_dt(self.expert_locality),
-                     draft_kv_budget=as_dt(self.draft_kv_budget if self.draft_kv_budget is not None else jnp.inf),
+                     draft_kv_budget=None if self.draft_kv_budget is None else as_dt(self.draft_kv_budget),
                      rates=None if rates is None else jnp.asarray(rates, dtype), **tree)
         return hw, deploy, tgt, draft, dec
 

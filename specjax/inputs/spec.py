@@ -145,7 +145,7 @@ class SweepSpec:
                 fx[key] = getattr(pair, key)
         if not any(fx.get(v) for v in VECTORS):
             fx["alpha"] = 0.5  # placeholder: alpha / accepted_length are always axes, set per point
-        for key in TREE:  # a tree axis needs a tree in the base point: the axis's first value
+        for key in (*TREE, "draft_kv_budget"):  # an axis of these needs them in the base point: its first value
             if key in self.axes and key not in fx:
                 fx[key] = int(self.axes[key][0])
         if "tree_tokens" in fx and "tree_topk" not in fx:
