@@ -87,7 +87,7 @@ BAD = [
     (["--k", "-1"], "k=-1"),
     (["--batch", "0"], "batch=0"),
     (["--batch", "abc"], "'--batch'"),
-    (["--accepted-length", "5"], "give exactly one of alpha and accepted_length"),
+    (["--accepted-length", "5"], "give exactly one of alpha, accepted_length"),
     (["--hardware", "h100-sxn"], "unknown hardware 'h100-sxn'; did you mean h100-sxm"),
     (["--target", "llama-3.1-8x"], "did you mean llama-3.1-8b"),
     (["--hardware", "a100-80gb", "--compute-dtype", "fp8"], "compute_dtype='fp8'"),
@@ -256,7 +256,9 @@ def test_json_numbers_are_short_and_inputs_are_echoed(capsys):
                            "expert_dtype": "bf16", "kv_dtype": "bf16", "compute_dtype": "bf16", "k": 3, "alpha": 0.7,
                            "accepted_length": None, "batch": 16, "context": 2048, "tp": 1, "ep": 1, "dp_attention": 1,
                            "draft_tp": None, "gpus": 1, "expert_imbalance": 1, "roofline": "operator",
-                           "memory_fraction": 0.9, "expert_locality": 0}
+                           "memory_fraction": 0.9, "expert_locality": 0, "acceptance_vector": None,
+                           "position_rates": None, "rates": None, "tree_topk": None, "tree_tokens": None,
+                           "draft_kv_budget": None}
 
 
 @pytest.mark.parametrize("value", ["inf", "1e308", "1", "nan"])
