@@ -50,7 +50,7 @@ def main():
                   k=3, kv_dtype="fp8")
     hw, dep, tgt, draft, dec = sc.build()
     rng = np.random.default_rng(0)
-    grid = dec.replace(**{f: jnp.full(n, getattr(dec, f)) for f in dec.field_names})
+    grid = dec.replace(**{f: jnp.full(n, getattr(dec, f)) for f in dec.field_names if getattr(dec, f) is not None})
     grid = grid.replace(alpha=jnp.asarray(rng.uniform(0.4, 0.95, n), jnp.float32),
                         context=jnp.asarray(np.exp(rng.uniform(np.log(256), np.log(65536), n)), jnp.float32),
                         k=jnp.asarray(rng.integers(1, 7, n), jnp.float32),

@@ -69,6 +69,17 @@ class Hardware:
         return (self.flops_per_s * self.flops_efficiency) / (self.hbm_bytes_per_s * self.hbm_efficiency)
 
 
+def _differs(pairs):
+    """True if some concrete value differs from its default (tracers and placeholders: False)."""
+    for value, default in pairs:
+        try:
+            if float(value) != default:
+                return True
+        except Exception:  # a tracer inside jit/vmap, or a pytree placeholder: undecidable here
+            continue
+    return False
+
+
 @pytree_dataclass
 class Deployment:
     """How one model replica is laid out on GPUs (MODEL.md 1.1).
@@ -87,6 +98,10 @@ class Deployment:
       draft_tp: the drafter's own tensor-parallel degree (vLLM `draft_tensor_parallel_size`; it runs on
         draft_tp of the replica's GPUs, pure TP); 0 means the drafter uses the target's layout.
       expert_imbalance: >= 1; the busiest rank's routed-expert work over the mean (1: uniform routing).
+      parallel: static; False for pure tensor parallelism (ep = dp_attention = 1, the drafter in the
+        target's layout), whose kernels skip the expert-parallel collectives and per-model layouts
+        entirely. Set automatically when a concrete ep, dp_attention or draft_tp says otherwise, and by
+        the sweep grid when they are axes.
     """
 
     tp: float = 1.0
@@ -95,6 +110,11 @@ class Deployment:
     dp_attention: float = 1.0
     draft_tp: float = 0.0
     expert_imbalance: float = 1.0
+    parallel: bool = static(False)
+
+    def __post_init__(self):
+        if not self.parallel and _differs(((self.ep, 1.0), (self.dp_attention, 1.0), (self.draft_tp, 0.0))):
+            object.__setattr__(self, "parallel", True)
 
     @property
     def gpus(self):
@@ -109,6 +129,8 @@ class Deployment:
     def drafter(self):
         """The drafter's layout: the target's when `draft_tp` is 0, else pure TP over draft_tp GPUs.
         Leaf-wise `where`, so draft_tp may be a vmapped axis."""
+        if not self.parallel:
+            return self
         own = self.draft_tp > 0
         one = jnp.ones_like(self.tp)
         return self.replace(tp=jnp.where(own, self.draft_tp, self.tp), ep=jnp.where(own, one, self.ep),

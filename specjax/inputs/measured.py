@@ -260,6 +260,8 @@ def stack(rows, engine=None, profiles=None, dtype=jnp.float32, roofline="operato
             hw_prof = prof.apply(sc.check()[0])  # the hardware file as read by the build (cached)
             cache[key] = (hw_prof.resolve(sc.compute_dtype, dtype, roofline), deploy, tgt, dr)
         built.append((*cache[key], _decode(r, dtype, trees)))
+    if any(b[1].parallel for b in built):  # one tree structure for every row: the general layout kernels
+        built = [(h, d.replace(parallel=True), *rest) for h, d, *rest in built]
     return jax.tree.map(lambda *xs: jnp.stack(xs), *built)
 
 
