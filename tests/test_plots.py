@@ -220,3 +220,19 @@ def test_optimal_k_and_validation_data_match_their_sources(tmp_path):
     check_files(tmp_path / "v")
     assert data.height == 80 and data.filter(pl.col("panel") == "a")["predicted_speedup"].to_list() == \
         table["predicted_speedup"].to_list()
+
+
+def test_switch_off_by_pair_figure_draws_the_grid():
+    import polars as pl
+    from specjax.outputs import plots
+    df = pl.DataFrame(dict(
+        hardware=["h200"] * 6, pair=["m.tp8", "m.tp8", "m.dp8-ep8", "m.dp8-ep8", "m.tp16", "m.tp16"],
+        k_tokens=[1.0, 2.0] * 3, crossover_batch=[None, None, 5000.0, 2800.0, 1200.0, 800.0],
+        status=["helps_throughout", "helps_throughout", "stops_paying", "stops_paying", "stops_paying",
+                "stops_paying"], max_batch_sd=[142.0, 141.0, 858.0, 858.0, 287.0, 287.0]))
+    fig, data = plots.switch_off_by_pair_figure(df, bound=16384, order=["m.tp8", "m.dp8-ep8", "m.tp16"])
+    assert data.filter((pl.col("layout") == "dp8-ep8") & (pl.col("k_tokens") == 2.0))["crossover_batch"][0] == 2800
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["tp8", "dp8-ep8", "tp16"]
+    heights = sorted(round(p.get_height()) for p in ax.patches if p.get_height() > 0)
+    assert heights == [800, 1200, 2800, 5000, 16384, 16384]  # two hatched bars to the search bound

@@ -41,7 +41,10 @@ def _table(df, digits=4):
 
 
 def _transposed(summ):
-    """The summary with one column per (hardware, pair) and one row per metric (fits the page)."""
+    """The summary with one column per (hardware, pair) and one row per metric (fits the page); with
+    more than 6 combinations, one row per combination instead (the columns would not fit)."""
+    if summ.height > 6:
+        return summ
     names = [f"{h} / {p}" for h, p in zip(summ["hardware"], summ["pair"])]
     metrics = [c for c in summ.columns if c not in ("hardware", "pair")]
     return pl.DataFrame({"metric": metrics, **{n: [summ[m][i] for m in metrics] for i, n in enumerate(names)}},
@@ -64,7 +67,14 @@ def figures(df, spec, out_dir):
         figs.append(("Speedup vs batch. Dots: the switch-off batch B_off (the last crossing of S = 1); shaded: "
                      "dips where S < 1 below B_off; faint: the batch does not fit in memory with the drafter.",
                      _svg(fig, out_dir, "speedup")))
-    if "crossover_batch" in cols and len(varying) >= 2:
+    combos = df.select("hardware", "pair").unique().height
+    if "crossover_batch" in cols and df["pair"].n_unique() > 1 and varying:
+        fig, _ = plots.switch_off_by_pair_figure(df, bars=varying[0], bound=spec.batch_max,
+                                                 order=[p.label for p in spec.pairs])
+        figs.append((f"Switch-off batch B_off per pair, one bar per {varying[0]} (median over the other axes); "
+                     "hatched: it pays up to the search bound; black ticks: the largest batch that fits with the "
+                     "drafter.", _svg(fig, out_dir, "switch-off-by-pair")))
+    if "crossover_batch" in cols and len(varying) >= 2 and combos <= 12:
         for (h, p), g in df.group_by(["hardware", "pair"], maintain_order=True):
             fig, _ = plots.crossover_map_figure(g, varying[0], varying[1], title=f"Switch-off batch B_off: {h}, {p}")
             figs.append((f"Switch-off batch B_off over {varying[0]} x {varying[1]} ({h}, {p}); median over the other "
