@@ -292,3 +292,26 @@ def test_profile_toml_strings_round_trip(text):
 
     back = tomllib.loads(f"name = {calibrate.toml_string(text)}\n")
     assert back == {"name": text}
+
+
+@pytest.mark.parametrize("lines", [
+    ["A,llama-3.1-8b,ngram,,h100-sxm,1,1,3,,,500,bf16,1.2,throughput,no,u"],            # one row: its own anchor
+    ["A,llama-3.1-8b,ngram,,h100-sxm,1,8,3,0.6,,500,bf16,1.2,throughput,no,u"] * 2,      # a repeated row
+    ["A,llama-3.1-8b,ngram,,h100-sxm,1,1,3,,,500,bf16,1.2,throughput,no,u",
+     "B,llama-3.1-8b,ngram,,h100-sxm,1,4,3,,2.0,500,bf16,1.3,throughput,no,u"],         # anchor + one scored
+])
+def test_validate_on_tiny_files_gives_json_and_writes_out_only_on_success(tmp_path, capsys, lines):
+    """Red-team class 2: validate --json on 1-2 valid rows exits 0 with nulls (and reasons) where a metric
+    has no rows; `--out` is written, and only after the metrics were computed."""
+    import json
+    from specjax.cli import main
+    data = write_csv(tmp_path / "m.csv", lines)
+    with pytest.raises(SystemExit) as e:
+        main(["validate", str(data), "--json", "--out", str(tmp_path / "rows.csv")])
+    out = capsys.readouterr().out.strip().splitlines()[-1]
+    assert e.value.code == 0
+    summary = json.loads(out)
+    assert summary["rows"] == len(lines) and (tmp_path / "rows.csv").exists()
+    for part in ("level", "shape"):
+        if summary[part]["rows_scored"] == 0:
+            assert summary[part]["median_ape"] is None and summary[part]["reason"]

@@ -244,3 +244,15 @@ def test_a_plan_that_does_not_fit_in_memory_is_refused_before_anything_is_writte
     err = capsys.readouterr().err
     assert e.value.code == 2 and "one chunk needs about" in err and "smaller chunk_size" in err
     assert not (tmp_path / "out").exists()
+
+
+
+def test_a_lock_with_an_impossible_pid_is_stale(tmp_path):
+    """A lock file naming a pid no process can have (a huge or negative number) is taken over."""
+    import socket
+    from specjax.outputs import io
+    for pid in ("99999999999999999999999999", "-5", "0"):
+        (tmp_path / io.LOCK).write_text(f"{socket.gethostname()} {pid}")
+        with io.locked(tmp_path):
+            assert (tmp_path / io.LOCK).read_text().split()[1] != pid
+        assert not (tmp_path / io.LOCK).exists()

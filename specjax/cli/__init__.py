@@ -8,6 +8,7 @@ Layout: `app` (the typer app, shared options, output helpers), one module per co
 
 import re
 import sys
+import warnings
 
 import typer
 
@@ -56,6 +57,8 @@ def repeated_option(argv):
 def main(argv=None):
     """Console entry point: runs the app, turning bad input into one line on stderr and exit 2."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    # NaN and overflow are reported as statuses and nulls, never as warnings: stderr stays one line
+    warnings.filterwarnings("ignore", category=RuntimeWarning)
     rep = repeated_option(argv)
     if rep:
         flag, n, cmd = rep

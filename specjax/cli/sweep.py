@@ -9,6 +9,13 @@ from ..errors import SpecError
 from .app import Json, app, print_json, table
 
 
+def check_coordinator(address):
+    """host:port with a port in [1, 65535], refused at once (jax.distributed would retry for minutes)."""
+    host, _, port = str(address).rpartition(":")
+    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise SpecError(f"coordinator={address!r}; expected host:port with a port in [1, 65535]")
+
+
 @app.command()
 def sweep(spec_file: Annotated[str, typer.Argument(metavar="SPEC", help="Sweep spec (TOML), e.g. sweeps/seed.toml.")],
           out: Annotated[str, typer.Option(help="Output directory (hive-partitioned Parquet).")] = "out/sweep",
@@ -35,6 +42,7 @@ def sweep(spec_file: Annotated[str, typer.Argument(metavar="SPEC", help="Sweep s
     if num_processes > 1:
         if not coordinator:
             raise SpecError("num_processes > 1 needs --coordinator host:port")
+        check_coordinator(coordinator)
         jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
                                    process_id=process_id)
     from ..inputs import spec as _spec

@@ -62,18 +62,28 @@ def fit_alpha(hw, deploy, tgt, dr, dec, target_speedup):
 
 def known_alpha(rows, dtype=jnp.float32):
     """alpha per row where the row gives it (directly or as an accepted length), NaN elsewhere,
-    and its source ('given', 'accepted_length', 'fitted')."""
+    and its source ('given', 'accepted_length', 'fitted'). Chain accepted lengths are solved in one
+    vmapped call; a tree's through its estimate."""
     alpha = np.full(len(rows), np.nan)
     source = np.array(["fitted"] * len(rows), dtype=object)
+    chains = []
     for i, r in enumerate(rows):
         if r.alpha is not None:
             alpha[i], source[i] = r.alpha, "given"
         elif r.tau is not None:
-            alpha[i] = r.scenario().replace_acceptance(accepted_length=r.tau).resolved_alpha() \
-                if r.tree_topk is not None else float(alpha_from_tokens(jnp.asarray(r.tau, dtype),
-                                                                         jnp.asarray(r.k, dtype)))
             source[i] = "accepted_length"
+            if r.tree_topk is not None:
+                alpha[i] = r.scenario().replace_acceptance(accepted_length=r.tau).resolved_alpha()
+            else:
+                chains.append(i)
+    if chains:
+        taus = jnp.asarray(np.asarray([rows[i].tau for i in chains], dtype=np.dtype(dtype)))
+        ks = jnp.asarray(np.asarray([rows[i].k for i in chains], dtype=np.dtype(dtype)))
+        alpha[chains] = np.asarray(_alphas(taus, ks))
     return alpha, source
+
+
+_alphas = jax.jit(jax.vmap(alpha_from_tokens))
 
 
 def anchors(rows, known):

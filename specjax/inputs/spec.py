@@ -195,6 +195,9 @@ def _axis_values(name, raw, src):
         catalogue.check(name, v, src, field)
     if len(set(vals)) != len(vals):
         raise field_error(field, raw, "distinct values", src)
+    if len({float(np.float32(v)) for v in vals}) != len(vals):  # the kernels evaluate in float32
+        raise field_error(field, raw if isinstance(raw, dict) else [v for v in vals], "values distinct in float32 "
+                          "(the sweep's precision; fewer or wider-spaced values)", src)
     return tuple(float(v) for v in vals)
 
 

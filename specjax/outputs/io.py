@@ -48,8 +48,8 @@ def _atomic(path, write):
     `OSError` mid-figure), so both are caught here, not only the `OSError` a test would inject."""
     path = pathlib.Path(path)
     tmp = _tmp(path)
+    make_parent(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         write(tmp)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
@@ -77,9 +77,12 @@ def part_path(out, hardware, pair_label, chunk):
 
 
 def _alive(pid):
+    """True if process `pid` runs here; a pid no process can have (0, negative, past 2^31) is dead."""
+    if not 0 < pid < 2**31:
+        return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except PermissionError:
         return True
@@ -119,9 +122,28 @@ def locked(out, name=LOCK):
         path.unlink(missing_ok=True)
 
 
+def make_parent(path, field="out"):
+    """Create the directory `path` goes in, or a `SpecError` naming what is in the way (a file where a
+    directory should be, no permission)."""
+    parent = pathlib.Path(path).parent
+    for p in (parent, *parent.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise SpecError(f"{field}={str(path)!r}: {str(p)!r} is a file, not a directory")
+            break
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise SpecError(f"{field}={str(path)!r}: cannot create {str(parent)!r} ({e.strerror})") from None
+
+
 def read_results(out):
-    """Lazy frame over every result part of a sweep directory (label columns restored)."""
-    return pl.scan_parquet(pathlib.Path(out) / "**" / "*.parquet", hive_partitioning=True)
+    """Lazy frame over every result part of a sweep directory (label columns restored); a `SpecError`
+    for a directory that holds none."""
+    out = pathlib.Path(out)
+    if not out.is_dir() or next(out.glob("**/*.parquet"), None) is None:
+        raise SpecError(f"no sweep results in {str(out)!r}; expected the --out directory of a specjax sweep")
+    return pl.scan_parquet(out / "**" / "*.parquet", hive_partitioning=True)
 
 
 def write_json_atomic(path, obj):

@@ -40,7 +40,7 @@ def save(fig, out):
     """Write `out`.png and `out`.svg (suffix of `out` ignored); returns the two paths."""
     base = pathlib.Path(out)
     base = base.with_suffix("") if base.suffix in (".png", ".svg") else base
-    base.parent.mkdir(parents=True, exist_ok=True)
+    io.make_parent(base)
     paths = []
     for ext in (".png", ".svg"):
         p = base.with_name(base.name + ext)
