@@ -287,3 +287,18 @@ def test_cli_point_echoes_the_layout(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["inputs"]["dp_attention"] == 8 and out["inputs"]["ep"] == 8 and out["inputs"]["gpus"] == 8
     assert out["inputs"]["draft_tp"] is None and out["inputs"]["kv_dtype"] == "bf16"  # as the build reads it
+
+
+def test_plot_takes_the_layout_and_tree_flags(tmp_path):
+    from specjax.cli import main
+    for extra in (["--drafter", "mtp", "--tp", "1", "--dp-attention", "8", "--ep", "8"],
+                  ["--drafter", "mtp", "--tp", "8", "--ep", "2", "--tree-topk", "2", "--tree-tokens", "5"]):
+        out = tmp_path / f"fig{len(extra)}"
+        with pytest.raises(SystemExit) as e:
+            main(["plot", "speedup", "--target", "deepseek-v3", "--hardware", "h200", "--alpha", "0.8", "--k", "2",
+                  "--engine", "roofline", "--out", str(out), *extra])
+        assert e.value.code == 0 and out.with_suffix(".png").exists()
+    with pytest.raises(SystemExit) as e:
+        main(["plot", "speedup", "--target", "deepseek-v3", "--hardware", "h200", "--alpha", "0.8", "--drafter", "mtp",
+              "--tp", "8", "--ep", "3", "--out", str(tmp_path / "bad")])
+    assert e.value.code == 2

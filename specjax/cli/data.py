@@ -9,8 +9,8 @@ import typer
 from .. import api
 from ..errors import SpecError
 from ..inputs.scenario import Scenario
-from .app import (DEFAULT_ENGINE, Context, Draft, DraftCost, Drafter, DrafterChoice, Engine, Json, K, KvDtype, Roof,
-                  RooflineChoice, Tp,
+from .app import (DEFAULT_ENGINE, Context, Draft, DraftCost, Drafter, DrafterChoice, DpAttn, DraftTp, EDtype, Engine,
+                  Ep, Imbalance, Json, K, KvBudget, KvDtype, Roof, RooflineChoice, Tp, TreeTokens, TreeTopk, WDtype,
                   app, choices, print_json, value)
 
 
@@ -179,7 +179,9 @@ def plot(kind: Annotated[PlotKind, typer.Argument(help="What to draw.")],
          hardware: Annotated[Optional[list[str]], typer.Option("--hardware", help="Hardware preset(s)/file(s).")
                              ] = None,
          drafter: Drafter = DrafterChoice.ratio, draft: Draft = None, draft_cost: DraftCost = None, tp: Tp = 1,
-         k: K = 2,
+         ep: Ep = 1, dp_attention: DpAttn = 1, draft_tp: DraftTp = None, expert_imbalance: Imbalance = 1.0,
+         k: K = 2, tree_topk: TreeTopk = None, tree_tokens: TreeTokens = None, draft_kv_budget: KvBudget = None,
+         weight_dtype: WDtype = None, expert_dtype: EDtype = None,
          alpha: Annotated[Optional[list[float]], typer.Option(help="Acceptance rate(s).")] = None,
          context: Context = 2048.0, kv_dtype: KvDtype = None, roofline: Roof = RooflineChoice.operator,
          engine: Engine = DEFAULT_ENGINE,
@@ -215,7 +217,13 @@ def plot(kind: Annotated[PlotKind, typer.Argument(help="What to draw.")],
                                        + ([f"alpha={a:g}"] if len(alphas) > 1 else []))
                     out[label] = Scenario(target=t, hardware=h, drafter=dr, draft=draft, draft_cost=dc, tp=tp, k=k,
                                           engine=engine, alpha=a, context=context, kv_dtype=kv_dtype,
-                                          roofline=roofline)
+                                          roofline=roofline, ep=ep, dp_attention=dp_attention,
+                                          draft_tp=None if no_drafter else draft_tp,
+                                          expert_imbalance=expert_imbalance,
+                                          tree_topk=None if no_drafter else tree_topk,
+                                          tree_tokens=None if no_drafter else tree_tokens,
+                                          draft_kv_budget=None if no_drafter else draft_kv_budget,
+                                          weight_dtype=weight_dtype, expert_dtype=expert_dtype)
         return out
 
     if kind in ("speedup", "crossover-map") and source:
