@@ -167,6 +167,7 @@ def test_wide_trees_win_at_batch_1_and_lose_by_batch_64():
     (dict(tree_topk=2, tree_tokens=16), "tree_tokens=16; expected 4 <= tree_tokens <= 15"),
     (dict(tree_topk=1, tree_tokens=6), "tree_tokens=6; expected k + 1 = 4 for tree_topk = 1"),
     (dict(tree_topk=2, tree_tokens=3), "tree_tokens=3; expected 4 <= tree_tokens"),
+    (dict(k=17, tree_topk=2, tree_tokens=40), "k=17; expected a tree depth <= 16"),
     (dict(drafter="ngram", draft=None, tree_topk=2, tree_tokens=6), "a draft tree needs a drafter that runs a model"),
     (dict(drafter="self", draft=None), "drafter='self' needs draft_kv_budget"),
     (dict(draft_kv_budget=0), "draft_kv_budget=0; expected 1 <="),
@@ -202,13 +203,13 @@ def test_sweeps_take_tree_shapes_vectors_and_budgets(tmp_path):
         [axes]
         batch = [1, 64]
         tree_topk = [1, 2, 4]
-        tree_tokens = [4, 6, 21]
+        tree_tokens = [4, 6, 15, 21]
         draft_kv_budget = [256, 1e9]
         """
     sp = spec.from_text(text, "t.toml")
     sweep.run(sp, tmp_path / "o")
     df = io.read_results(tmp_path / "o").collect()
-    assert df.height == 2 * 3 * 3 * 2
+    assert df.height == 2 * 3 * 4 * 2
     for row in df.iter_rows(named=True):
         w, n = int(row["tree_topk"]), int(row["tree_tokens"])
         valid = (w == 1 and n == 4) or (w > 1 and 4 <= n <= 1 + sum(w ** d for d in (1, 2, 3)))

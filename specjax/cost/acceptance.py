@@ -127,5 +127,11 @@ def alpha_from_tree_tokens(tau, topk, tokens, depth, iters=64):
 
 
 def max_tree_tokens(topk, depth):
-    """Largest `tree_tokens` a tree of branching topk and this depth can verify: 1 + sum_d topk^d."""
-    return 1 + sum(topk ** d for d in range(1, int(depth) + 1))
+    """Largest `tree_tokens` a tree of branching topk and this depth can verify: 1 + sum_d topk^d (depth
+    + 1 for a chain). Host numbers or traced arrays alike: products of whole numbers, exact (no pow),
+    for depths up to `TREE_MAX_DEPTH`, the deepest tree the estimate covers (deeper ones are refused)."""
+    total, power = 1.0, 1.0
+    for d in range(1, TREE_MAX_DEPTH + 1):
+        power = power * topk
+        total = total + jnp.where(d <= depth, power, 0.0)
+    return jnp.where(topk == 1, depth + 1.0, total)

@@ -41,14 +41,17 @@ def max_batch(hw, deploy, models, tokens, layouts=None):
     layouts = layouts or (deploy,) * len(models)
     tokens = tokens if isinstance(tokens, tuple) else (tokens,) * len(models)
     budget = deploy.gpus * hw.hbm_bytes * deploy.memory_fraction
-    weights = sum(replica_weight_bytes(deploy, m, lay) for m, lay in zip(models, layouts))
+    weights = _replica_weights(deploy, models, layouts)
     per_seq = sum(replica_kv_bytes_per_seq(deploy, m, lay, t) for m, lay, t in zip(models, layouts, tokens))
     free = budget - weights
     safe = jnp.where(per_seq > 0, per_seq, 1.0)
     return jnp.where(free > 0, jnp.where(per_seq > 0, jnp.floor(free / safe), jnp.inf), 0.0)
 
 
+def _replica_weights(deploy, models, layouts):
+    return sum(replica_weight_bytes(deploy, m, lay) for m, lay in zip(models, layouts))
+
+
 def weights_per_gpu(deploy, models, layouts=None):
     """Weight bytes on the busiest GPU (for messages: does the model fit at all)."""
-    layouts = layouts or (deploy,) * len(models)
-    return sum(replica_weight_bytes(deploy, m, lay) for m, lay in zip(models, layouts)) / deploy.gpus
+    return _replica_weights(deploy, models, layouts or (deploy,) * len(models)) / deploy.gpus

@@ -135,10 +135,7 @@ def comm_time(hw, deploy, model, batch, q):
     ep = d_a = 1 and tp <= gpus_per_node: 2 ring all-reduces of n d 2 bytes per layer.
     """
     if not deploy.parallel:  # pure TP: the two all-reduces of every layer, nothing else to compute
-        n, tp = batch * q, deploy.tp
-        bw, lat = _link(hw, tp)
-        one = 2.0 * (tp - 1.0) / tp * (n * model.d_model * ACT_BYTES) / bw + lat
-        return jnp.where(tp > 1.0, 2.0 * model.n_layers * one, 0.0)
+        return 2.0 * model.n_layers * all_reduce_time(hw, batch * q * model.d_model * ACT_BYTES, deploy.tp)
     n, g, ep = batch * q, deploy.gpus, deploy.ep
     act = model.d_model * ACT_BYTES
     attention = model.n_layers * all_reduce_time(hw, (n / deploy.dp_attention) * act, deploy.tp)

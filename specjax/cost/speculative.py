@@ -49,7 +49,7 @@ def tokens_per_tree_or_chain(dec):
     if not dec.is_tree:
         return chain
     tree = tokens_per_tree_step(dec.rate_at, dec.tree_topk, dec.tree_tokens, dec.k)
-    return jnp.where((dec.tree_topk == 1.0) & (dec.tree_tokens == dec.k + 1.0), chain, tree)
+    return jnp.where(dec.tree_is_chain, chain, tree)
 
 
 def point_status(batch, mb_base, mb_sd):

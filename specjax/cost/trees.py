@@ -80,6 +80,14 @@ def _differs(pairs):
     return False
 
 
+def layout_divides(tp, ep, dp_attention, draft_tp, n_experts):
+    """True where ep divides the replica's tp x dp_attention GPUs and the routed experts (0 for a dense
+    model), and draft_tp (0: the target's layout) divides the GPUs. Host numbers or traced arrays: the
+    sweep spec and the device grid apply the same rule (combinations that fail are invalid_input rows)."""
+    gpus = tp * dp_attention
+    return (gpus % ep == 0) & (n_experts % ep == 0) & ((draft_tp == 0) | (gpus % jnp.maximum(draft_tp, 1) == 0))
+
+
 @pytree_dataclass
 class Deployment:
     """How one model replica is laid out on GPUs (MODEL.md 1.1).
@@ -260,6 +268,11 @@ class Decode:
     @property
     def is_tree(self):
         return self.tree_topk is not None
+
+    @property
+    def tree_is_chain(self):
+        """Where a tree's shape is the chain's (topk 1, k + 1 tokens): its numbers are the chain's, exactly."""
+        return (self.tree_topk == 1.0) & (self.tree_tokens == self.k + 1.0)
 
     def rate_at(self, position):
         """Conditional acceptance of draft position `position` (1-based, static): alpha, or the vector's

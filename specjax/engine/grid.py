@@ -9,7 +9,8 @@ values into the pytrees, where the input catalogue says each one lives.
 import jax.numpy as jnp
 
 from ..cost import catalogue
-from ..cost.acceptance import alpha_from_tokens, alpha_from_tree_tokens
+from ..cost.acceptance import TREE_MAX_DEPTH, alpha_from_tokens, alpha_from_tree_tokens, max_tree_tokens
+from ..cost.trees import layout_divides
 
 
 def unravel(flat, sizes):
@@ -55,21 +56,18 @@ def apply(point, hw, deploy, target, dec, experts_hold="expert_size"):
         invalid = invalid | (tgt.top_k > tgt.n_experts) | (tgt.n_moe_layers == 0)
     if any(name in point for name in ("tp", "ep", "dp_attention", "draft_tp")):
         dep = trees["deploy"]  # a layout from several axes must still divide (`spec._check_layout_axes`)
-        gpus = dep.tp * dep.dp_attention
-        experts_split = (tgt.n_moe_layers > 0) & (jnp.mod(tgt.n_experts, dep.ep) != 0)
-        invalid = invalid | (jnp.mod(gpus, dep.ep) != 0) | experts_split
-        invalid = invalid | ((dep.draft_tp > 0) & (jnp.mod(gpus, jnp.maximum(dep.draft_tp, 1.0)) != 0))
+        invalid = invalid | ~layout_divides(dep.tp, dep.ep, dep.dp_attention, dep.draft_tp, tgt.n_experts)
     if dec.is_tree and any(name in point for name in ("k", "tree_topk", "tree_tokens")):
         w, n, k = dec.tree_topk, dec.tree_tokens, dec.k  # a tree from several axes must still be a tree
-        most = jnp.where(w == 1.0, k + 1.0, (w ** (k + 1.0) - 1.0) / jnp.maximum(w - 1.0, 1e-9))
-        invalid = invalid | (n < k + 1.0) | (n > most) | ((w == 1.0) & (n != k + 1.0)) | (jnp.mod(k, 1.0) != 0)
+        invalid = invalid | (n < k + 1.0) | (n > max_tree_tokens(w, k)) | ((w == 1.0) & (n != k + 1.0))
+        invalid = invalid | (jnp.mod(k, 1.0) != 0) | ((w > 1.0) & (k > TREE_MAX_DEPTH))
     if "accepted_length" in point:
         tau = point["accepted_length"].astype(dec.alpha.dtype)
         invalid = invalid | (tau > dec.k + 1.0)
         tau = jnp.minimum(tau, dec.k + 1.0)
         alpha = alpha_from_tokens(tau, dec.k)
         if dec.is_tree:  # through the tree estimate, unless the tree is the chain
-            chain = (dec.tree_topk == 1.0) & (dec.tree_tokens == dec.k + 1.0)
-            alpha = jnp.where(chain, alpha, alpha_from_tree_tokens(tau, dec.tree_topk, dec.tree_tokens, dec.k))
+            wide = alpha_from_tree_tokens(tau, dec.tree_topk, dec.tree_tokens, dec.k)
+            alpha = jnp.where(dec.tree_is_chain, alpha, wide)
         dec = dec.replace(alpha=alpha)
     return trees["hw"], trees["deploy"], tgt, dec, invalid

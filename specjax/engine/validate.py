@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 
 from ..cost._search import bisect
-from ..cost.acceptance import alpha_from_tokens
+from ..cost.acceptance import alpha_from_tokens, alpha_from_tree_tokens
 from ..cost.speculative import step
 from ..cost.status import Point
 from ..inputs import measured
@@ -66,24 +66,26 @@ def known_alpha(rows, dtype=jnp.float32):
     vmapped call; a tree's through its estimate."""
     alpha = np.full(len(rows), np.nan)
     source = np.array(["fitted"] * len(rows), dtype=object)
-    chains = []
+    chains, trees = [], []
     for i, r in enumerate(rows):
         if r.alpha is not None:
             alpha[i], source[i] = r.alpha, "given"
         elif r.tau is not None:
             source[i] = "accepted_length"
-            if r.tree_topk is not None:
-                alpha[i] = r.scenario().replace_acceptance(accepted_length=r.tau).resolved_alpha()
-            else:
-                chains.append(i)
+            wide = r.tree_topk is not None and not (r.tree_topk == 1 and r.tree_tokens == r.k + 1)
+            (trees if wide else chains).append(i)
+    def column(idx, *names):
+        return [jnp.asarray(np.asarray([getattr(rows[i], n) for i in idx], dtype=np.dtype(dtype))) for n in names]
+
     if chains:
-        taus = jnp.asarray(np.asarray([rows[i].tau for i in chains], dtype=np.dtype(dtype)))
-        ks = jnp.asarray(np.asarray([rows[i].k for i in chains], dtype=np.dtype(dtype)))
-        alpha[chains] = np.asarray(_alphas(taus, ks))
+        alpha[chains] = np.asarray(_alphas(*column(chains, "tau", "k")))
+    if trees:
+        alpha[trees] = np.asarray(_tree_alphas(*column(trees, "tau", "tree_topk", "tree_tokens", "k")))
     return alpha, source
 
 
 _alphas = jax.jit(jax.vmap(alpha_from_tokens))
+_tree_alphas = jax.jit(jax.vmap(alpha_from_tree_tokens))
 
 
 def anchors(rows, known):

@@ -83,8 +83,10 @@ class Row:
 
     @property
     def layout(self):
-        """(tp, ep, dp_attention, draft_tp, tree_topk, tree_tokens, k): part of every build cache key."""
-        return (self.tp, self.ep, self.dp_attention, self.draft_tp, self.tree_topk, self.tree_tokens, self.k)
+        """(tp, ep, dp_attention, draft_tp, tree shape): part of every build cache key (k only for a tree,
+        whose checks depend on its depth)."""
+        tree = (self.tree_topk, self.tree_tokens, self.k) if self.tree_topk is not None else None
+        return (self.tp, self.ep, self.dp_attention, self.draft_tp, tree)
 
     @property
     def engine_name(self):

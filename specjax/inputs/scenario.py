@@ -16,7 +16,8 @@ from ..cost import catalogue
 from . import drafters, engines
 from . import hardware as _hw
 from . import models as _models
-from ..cost.acceptance import alpha_from_tokens, alpha_from_tree_tokens, conditional_rates, max_tree_tokens
+from ..cost.acceptance import (TREE_MAX_DEPTH, alpha_from_tokens, alpha_from_tree_tokens, conditional_rates,
+                               max_tree_tokens)
 from .dtypes import COMPUTE_DTYPES
 from ..errors import SpecError, field_error
 from ..cost.memory import weights_per_gpu
@@ -168,7 +169,10 @@ class Scenario:
                             + (f" in {src}" if src else ""))
         if not float(self.k).is_integer() or self.k < 1:
             raise field_error("k", self.k, "an integer >= 1: the tree depth (draft steps)", src)
-        most = max_tree_tokens(self.tree_topk, self.k)
+        if self.tree_topk > 1 and self.k > TREE_MAX_DEPTH:
+            raise field_error("k", self.k, f"a tree depth <= {TREE_MAX_DEPTH} (the deepest tree the tau estimate "
+                              "covers)", src)
+        most = float(max_tree_tokens(self.tree_topk, self.k))
         least = self.k + 1
         if self.tree_topk == 1 and self.tree_tokens != least:
             raise field_error("tree_tokens", self.tree_tokens, f"k + 1 = {least:g} for tree_topk = 1 (a chain)", src)

@@ -23,6 +23,7 @@ from ..search import reductions as _reductions
 from .dtypes import canonical
 from ..errors import SpecError, field_error, read_text, unknown_name
 from .scenario import Scenario
+from ..cost.trees import layout_divides
 TOP_KEYS = {"name", "description", "roofline", "engine", "compute_dtype", "chunk_size", "experts_hold", "hardware",
             "pairs", "fixed", "axes", "reduce", "sensitivity", "optimize"}
 LAYOUT = ("tp", "ep", "dp_attention", "draft_tp")  # a pair's deployment layout (MODEL.md 1.1), or an axis each
@@ -432,8 +433,7 @@ def _check_layout_axes(spec):
         valid, errors = [], {}
         for combo in combos:
             sc = dataclasses.replace(base, **dict(zip(keys, combo)))
-            gpus = sc.tp * sc.dp_attention
-            marked = gpus % sc.ep or (experts and experts % sc.ep) or (sc.draft_tp and gpus % sc.draft_tp)
+            marked = not bool(layout_divides(sc.tp, sc.ep, sc.dp_attention, sc.draft_tp or 0, experts))
             try:
                 sc.check()
                 valid.append(combo)

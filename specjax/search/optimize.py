@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import optax
 
 from ..cost._search import sign_changes
+from ..cost.acceptance import max_tree_tokens
 from .crossover import bisect_steps
 from ..cost.precision import float_dtype
 from ..cost.speculative import step
@@ -133,7 +134,8 @@ def tree_shapes(max_depth=8, topks=(1, 2, 4, 8), max_tokens=64):
             if w == 1:
                 shapes.append((d, 1, d + 1))
                 continue
-            most = min(max_tokens, 1 + sum(w ** j for j in range(1, d + 1)))
+            with jax.ensure_compile_time_eval():  # a constant, also when called under jit
+                most = min(max_tokens, int(max_tree_tokens(w, d)))
             shapes += [(d, w, n) for n in sorted(set(TREE_TOKENS) | {most}) if d + 1 < n <= most]
     return jnp.asarray(shapes, dtype=float)
 
