@@ -22,8 +22,8 @@ from . import io
 OKABE_ITO = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
 
 
-def _subplots(*args, figsize, squeeze=True, **kw):
-    fig = Figure(figsize=figsize)
+def _subplots(*args, figsize, squeeze=True, layout=None, **kw):
+    fig = Figure(figsize=figsize, layout=layout)
     return fig, fig.subplots(*args, squeeze=squeeze, **kw)
 
 
@@ -100,7 +100,9 @@ def speedup_figure(df, title="Speculative-decoding speedup vs batch"):
     panels = list(df.group_by(panel_keys, maintain_order=True)) if panel_keys else [((), df)]
     ncols = min(len(panels), 2)
     nrows = -(-len(panels) // ncols)
-    fig, axes = _subplots(nrows, ncols, figsize=(6.2 * ncols + 3.2, 3.9 * nrows), squeeze=False)
+    # constrained layout keeps each panel's outside legend and title clear of its neighbours
+    fig, axes = _subplots(nrows, ncols, figsize=(6.2 * ncols + 3.2 * ncols, 3.9 * nrows), squeeze=False,
+                          layout="constrained" if panel_keys else None)
     rows = []
     for ax, (pkey, pdf) in zip(axes.ravel(), panels):
         series_keys = [c for c in keys + extra if c not in panel_keys]
