@@ -16,8 +16,9 @@ import numpy as np
 from .search import crossover as _crossover
 from .search import optimize as _optimize
 from .search import sensitivity as _sensitivity
+from .search import serving as _serving
 from .cost.speculative import step
-from .cost.status import Curve, Point
+from .cost.status import Curve, Point, Serving
 
 
 def finite_or_none(x):
@@ -205,3 +206,79 @@ def optimize(scenario, batches, k_max=16, batch_max=65536.0, dtype=None, method=
         up_to, bound = float(batch_max), "search_bound"
     return dict(k_star_by_batch=rows, switch_off_batch=off, max_batch_sd=int(mem), batch_bound=float(batch_max),
                 pays_up_to=up_to, pays_up_to_bound=bound, inputs=inputs(scenario))
+
+
+AUTO_QPS = np.geomspace(0.01, 1.2, 13)  # default rates: fractions of the larger sustainable rate
+
+
+@functools.partial(jax.jit, static_argnames=("relative",))
+def _serve(hw, deploy, tgt, draft, dec, qps, tpot_slo, ttft_slo, relative):
+    m = _serving.sides(hw, deploy, tgt, draft, dec)
+    curve = _serving.rate_curve(hw, deploy, tgt, draft, dec)
+    rates = qps * curve.qps_top if relative else qps
+    per = jax.vmap(lambda q: _serving.serve(hw, deploy, tgt, draft, dec, q, model=m))(rates)
+    return per, curve, _serving.max_qps_within(hw, deploy, tgt, draft, dec, tpot_slo, ttft_slo, m)
+
+
+_serve_sens = jax.jit(_serving.switch_off_sensitivity)
+
+SERVE_SIDE = ("batch", "iteration_s", "tpot_s", "ttft_s", "e2e_s", "throughput_tok_s")
+SIDE_KEYS = {"batch": "batch", "iteration_s": "itl", "tpot_s": "tpot", "ttft_s": "ttft", "e2e_s": "e2e",
+             "throughput_tok_s": "throughput"}  # Side field -> JSON stem (stem_base_s, stem_sd_s, ...)
+
+
+def _side_key(field, which):
+    stem = SIDE_KEYS[field]
+    unit = "" if field == "batch" else ("_tok_s" if field == "throughput_tok_s" else "_s")
+    return f"{stem}_{which}{unit}"
+
+
+def serve(scenario, qps=None, tpot_slo=None, ttft_slo=None, sensitivity=False, dtype=None):
+    """The serving load of MODEL.md 6 for a `Scenario` with input/output lengths: per request rate
+    (`qps`, default 13 rates from 1% to 120% of the larger sustainable rate) both sides' batch, ITL,
+    TPOT, TTFT, E2E and throughput, the TPOT ratio and per-side status; over the range the sustainable
+    rates, the switch-off rate and the curve's status; with SLOs (seconds) the largest rate meeting
+    them; with `sensitivity` the elasticities of the switch-off rate."""
+    hw, deploy, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
+    f = np.asarray(dec.alpha).dtype
+    relative = qps is None
+    rates = np.asarray(AUTO_QPS if relative else qps, dtype=f)
+    inf = np.asarray(np.inf, f)
+    per, curve, (slo_b, slo_s) = _serve(hw, deploy, tgt, draft, dec, rates,
+                                       inf if tpot_slo is None else np.asarray(tpot_slo, f),
+                                       inf if ttft_slo is None else np.asarray(ttft_slo, f), relative)
+    rows = []
+    for i in range(rates.shape[0]):
+        st = Serving(int(per.status[i]))
+        row = {"qps": finite_or_none(per.qps[i])}
+        for which, s in (("base", per.base), ("sd", per.sd)):
+            for field in SERVE_SIDE:
+                row[_side_key(field, which)] = finite_or_none(getattr(s, field)[i])
+        row.update(speedup_tpot=finite_or_none(per.speedup_tpot[i]), ratio_e2e=finite_or_none(per.ratio_e2e[i]),
+                   status_base=st.side(False), status_sd=st.side(True), status=st.label)
+        rows.append(row)
+    out = dict(points=rows, tokens_per_step=finite_or_none(per.tokens_per_step[0]),
+               max_qps_base=finite_or_none(curve.max_qps_base), max_qps_sd=finite_or_none(curve.max_qps_sd),
+               switch_off_qps=finite_or_none(curve.switch_off_qps),
+               first_crossing_qps=finite_or_none(curve.first_crossing_qps),
+               speedup_tpot_low_qps=finite_or_none(curve.speedup_tpot_low_qps),
+               curve_status=Curve.decode(int(curve.status)), qps_searched=[finite_or_none(curve.qps_low),
+                                                                           finite_or_none(curve.qps_top)])
+    if tpot_slo is not None or ttft_slo is not None:
+        out["slo"] = dict(tpot_s=tpot_slo, ttft_s=ttft_slo, max_qps_base=finite_or_none(slo_b),
+                          max_qps_sd=finite_or_none(slo_s))
+    if sensitivity:
+        _, deriv, elast = _serve_sens(hw, deploy, tgt, draft, dec)
+        clean = lambda d: {k: finite_or_none(v) for k, v in d.items()}  # noqa: E731
+        out["elasticities"] = dict(sorted(clean(elast).items(), key=lambda kv: -abs(kv[1] or 0.0)))
+        out["derivatives"] = clean(deriv)
+    out["inputs"] = {**{k: v for k, v in inputs(scenario).items() if k != "batch"}, **serve_inputs(scenario)}
+    return out
+
+
+def serve_inputs(scenario):
+    """The load of a scenario as evaluated (defaults filled in); the context is derived from it."""
+    load = scenario.load()
+    return dict(input_len=scenario.input_len, output_len=scenario.output_len,
+                max_num_seqs=int(load.max_num_seqs), chunk_tokens=int(load.chunk_tokens),
+                context=float(load.decode_context))

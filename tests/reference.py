@@ -78,10 +78,9 @@ def communication(hw, m, n, lay):
     return m["n_layers"] * attention + (m["n_layers"] - n_moe) * dense_ffn + n_moe * moe
 
 
-def t_pass(m, hw, batch, q, ctx, tp=1.0, mode="operator", locality=0.0, lay=None):
-    """One pass per GPU. `lay` (`layout_of`) gives tp, ep, dp_attention and the imbalance; without it,
-    pure tensor parallelism over `tp`."""
-    lay = lay or layout_of(tp)
+def pass_ops(m, batch, q, ctx, locality=0.0, lay=None):
+    """(flops, bytes) per GPU of each operator of one pass (the list `t_pass` takes the roofline of)."""
+    lay = lay or layout_of()
     tp, dp, imb = lay["tp"], lay["dp"], lay["imbalance"]
     g = tp * dp
     n = batch * q
@@ -103,6 +102,15 @@ def t_pass(m, hw, batch, q, ctx, tp=1.0, mode="operator", locality=0.0, lay=None
     for layers, l_eff in ((m["n_full_layers"], ctx), (m["n_window_layers"], l_win)):
         ops.append((layers * m["attn_flops_per_ctx"] * (seqs * q) * l_eff / tp,
                     layers * (seqs * kv * l_eff + seqs * q * kv) / kv_split))
+    return ops
+
+
+def t_pass(m, hw, batch, q, ctx, tp=1.0, mode="operator", locality=0.0, lay=None):
+    """One pass per GPU. `lay` (`layout_of`) gives tp, ep, dp_attention and the imbalance; without it,
+    pure tensor parallelism over `tp`."""
+    lay = lay or layout_of(tp)
+    n = batch * q
+    ops = pass_ops(m, batch, q, ctx, locality, lay)
     f_rate = hw["flops_per_s"] * hw["flops_efficiency"]
     w_rate = hw["hbm_bytes_per_s"] * hw["hbm_efficiency"]
     sigma = hw.get("non_overlap", 0.0)
@@ -141,10 +149,16 @@ def tree_tau(rate_at, topk, tokens, depth):
     return out
 
 
-def speedup(hw, tgt, draft, batch, k, alpha, ctx, tp=1.0, c=0.0, mode="operator", locality=0.0, lay=None,
-            rates=None, tree=None, kv_budget=math.inf):
-    """S (MODEL.md 2); `rates`: per-position acceptance; `tree`: (topk, tokens) of a draft tree of depth
-    k; `kv_budget`: the drafter's KV tokens per layer."""
+def speedup(*args, **kw):
+    """S (MODEL.md 2); see `step_times` for the arguments."""
+    t, base, t_sd = step_times(*args, **kw)
+    return t * base / t_sd
+
+
+def step_times(hw, tgt, draft, batch, k, alpha, ctx, tp=1.0, c=0.0, mode="operator", locality=0.0, lay=None,
+               rates=None, tree=None, kv_budget=math.inf):
+    """(tau, T_target(B, 1), T_sd(B)) (MODEL.md 2); `rates`: per-position acceptance; `tree`: (topk,
+    tokens) of a draft tree of depth k; `kv_budget`: the drafter's KV tokens per layer."""
     lay = lay or layout_of(tp)
     base = t_pass(tgt, hw, batch, 1, ctx, mode=mode, locality=locality, lay=lay)
     has_draft = draft["p_dense"] + draft["p_head"] + draft["p_expert"] > 0
@@ -161,7 +175,7 @@ def speedup(hw, tgt, draft, batch, k, alpha, ctx, tp=1.0, c=0.0, mode="operator"
         t = tree_tau(rate_at, topk, tokens, k)
     else:
         t = tau_from_rates(rates, k) if rates else tau(alpha, k)
-    return t * base / t_sd
+    return t, base, t_sd
 
 
 def weight_bytes(m):
@@ -186,3 +200,33 @@ def max_batch(hw, models, tokens, tp=1.0, u=0.9, layouts=None):
     free = hw["hbm_bytes"] * u - w
     per = sum(kv_per_seq(m, t) / lay["dp"] / kv_ways(m, lay["tp"]) for m, lay, t in zip(models, layouts, tokens))
     return 0.0 if free <= 0 else math.floor(free / per)
+
+
+def prefill_per_token(m, hw, input_len, lay=None):
+    """MODEL.md 6's c_p: the FLOPs of a pass over the L_in prompt tokens of one sequence at context
+    L_in / 2, at the achieved FLOP/s, per prompt token (0 for a model without weights)."""
+    if m["p_dense"] + m["p_head"] + m["p_expert"] == 0:
+        return 0.0
+    flops = sum(f for f, _ in pass_ops(m, 1.0, input_len, input_len / 2, 0.0, lay))
+    return flops / (hw["flops_per_s"] * hw["flops_efficiency"]) / input_len
+
+
+def serve_side(t_of, tau_, c_p, input_len, output_len, cap, qps, chunk=2048.0):
+    """One side of MODEL.md 6 by a different route than the kernel: bisection of
+    f(B) = B - qps N T(B), T(B) = t(max(B, 1)) / (1 - qps L_in c_p), in linear B on [0, cap].
+    Returns (batch, T, tpot, ttft, saturated)."""
+    share = 1.0 - qps * input_len * c_p
+    n = output_len / tau_
+
+    def f(b):
+        return b - qps * n * t_of(max(b, 1.0)) / share
+
+    if share <= 0 or f(cap) < 0:
+        return cap, None, None, math.inf, True
+    lo, hi = 0.0, cap
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if f(mid) < 0 else (lo, mid)
+    b = 0.5 * (lo + hi)
+    t = t_of(max(b, 1.0)) / share
+    return b, t, t / tau_, (0.5 + math.ceil(input_len / chunk)) * t, False

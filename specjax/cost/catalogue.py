@@ -6,7 +6,7 @@ Every entry point reads this table: CLI flags and `Scenario` (range checks), swe
 `[fixed]` keys, grid building), sensitivities (which leaves to differentiate), hardware profile
 files (which keys exist, their ranges, what a calibrated profile writes) and calibration (bounds).
 Trees: "hw" (Hardware: silicon and engine terms), "deploy" (Deployment), "target" / "draft"
-(Model), "op" (Decode, the operating point).
+(Model), "op" (Decode, the operating point), "load" (Decode.load, the serving load of MODEL.md 6).
 """
 
 import dataclasses
@@ -124,6 +124,16 @@ _ALL = (
        "draft_kv_budget_tokens", fixed=True, sensitivity=False),
     _i("expert_locality", "op", "expert_locality", 0, 1, "workload: 0 independent routing, 1 identical",
        fixed=True),
+    # the serving load (MODEL.md 6): inputs of the serving reductions and `specjax serve`
+    _i("qps", "load", "qps", 0, 1e7, "requests/s", "qps_req_s", fixed=True, sensitivity=False, lo_open=True),
+    _i("input_len", "load", "input_len", 1, 1e7, "prompt tokens per request", "input_len_tokens", fixed=True,
+       sensitivity=False),
+    _i("output_len", "load", "output_len", 1, 1e7, "output tokens per request", "output_len_tokens", fixed=True,
+       sensitivity=False),
+    _i("max_num_seqs", "load", "max_num_seqs", 1, 1e8, "the engine's batch cap (sequences)", fixed=True,
+       sensitivity=False, integer=True),
+    _i("chunk_tokens", "load", "chunk_tokens", 1, 1e8, "prompt tokens prefilled per iteration", fixed=True,
+       sensitivity=False, integer=True),
     # the deployment
     _i("tp", "deploy", "tp", 1, 4096, "attention tensor-parallel GPUs (per attention-DP rank)", "tp_gpus",
        fixed=True, integer=True),
@@ -184,6 +194,7 @@ SENSITIVITY = {n: i for n, i in INPUTS.items() if i.sensitivity}
 PROFILE = {n: i for n, i in INPUTS.items() if i.profile}
 FIT = {n: i for n, i in INPUTS.items() if i.fit}
 ENGINE = {n: i for n, i in INPUTS.items() if i.engine}
+LOAD = {n: i for n, i in INPUTS.items() if i.tree == "load"}
 EXPERT_HOLD = ("expert_size", "footprint")
 
 

@@ -20,7 +20,7 @@ from .roofline import pass_cost
 from .status import Point, code
 from .trees import Decode, Deployment
 
-__all__ = ["Decode", "Deployment", "Result", "step", "kv_bytes_per_seq", "max_batch", "point_status"]
+__all__ = ["Decode", "Deployment", "Result", "step", "times", "kv_bytes_per_seq", "max_batch", "point_status"]
 
 
 class Result(NamedTuple):
@@ -59,6 +59,30 @@ def point_status(batch, mb_base, mb_sd):
                                jnp.where(batch > mb_sd, code(Point.SD_OVER_MEMORY), code(Point.OK))))
 
 
+def times(hw, deploy, target, draft, dec):
+    """The times of one step without the memory side (MODEL.md 2): (tau, plain pass `PassCost`, verify
+    `PassCost`, one draft pass t_draft, the speculative step T_sd). `step` adds speedup and memory;
+    the serving solver (`search.serving`) calls this in its inner loop."""
+    tau = tokens_per_tree_or_chain(dec)
+    lam = dec.expert_locality
+    q_verify = dec.verify_tokens
+    base = pass_cost(hw, deploy, target, dec.batch, 1.0, dec.context, lam)
+    verify = pass_cost(hw, deploy, target, dec.batch, q_verify, dec.context, lam)
+    draft_layout = deploy.drafter()
+    draft_ctx = dec.draft_context(dec.context)  # a bounded draft KV cache (MODEL.md 1.3)
+    own = pass_cost(hw, draft_layout, draft, dec.batch, 1.0, draft_ctx, lam)
+    fixed = dec.draft_cost_ratio * base.t_s + jnp.where(draft.has_weights, hw.draft_overhead_s, 0.0)
+    t_draft = own.t_s + fixed
+    if dec.is_tree:  # the first draft pass over B tokens, the other k - 1 over B x topk (MODEL.md 2.2)
+        wide = pass_cost(hw, draft_layout, draft, dec.batch, dec.tree_topk, draft_ctx, lam).t_s + fixed
+        drafting = dec.k * wide + (t_draft - wide)  # = k t_draft exactly for topk 1
+        t_draft = drafting / jnp.maximum(dec.k, 1.0)
+    else:
+        drafting = dec.k * t_draft
+    t_sd = drafting + verify.t_s + jnp.where(dec.k > 0, hw.step_overhead_s, 0.0)
+    return tau, base, verify, t_draft, t_sd
+
+
 def step(hw, deploy, target, draft, dec):
     """Evaluate speculative decoding at one operating point.
 
@@ -78,24 +102,9 @@ def step(hw, deploy, target, draft, dec):
       >>> print(f"{float(r.speedup):.2f}")
       1.92
     """
-    tau = tokens_per_tree_or_chain(dec)
-    lam = dec.expert_locality
-    q_verify = dec.verify_tokens
-    base = pass_cost(hw, deploy, target, dec.batch, 1.0, dec.context, lam)
-    verify = pass_cost(hw, deploy, target, dec.batch, q_verify, dec.context, lam)
-    draft_layout = deploy.drafter()
-    draft_ctx = dec.draft_context(dec.context)  # a bounded draft KV cache (MODEL.md 1.3)
-    own = pass_cost(hw, draft_layout, draft, dec.batch, 1.0, draft_ctx, lam)
-    fixed = dec.draft_cost_ratio * base.t_s + jnp.where(draft.has_weights, hw.draft_overhead_s, 0.0)
-    t_draft = own.t_s + fixed
-    if dec.is_tree:  # the first draft pass over B tokens, the other k - 1 over B x topk (MODEL.md 2.2)
-        wide = pass_cost(hw, draft_layout, draft, dec.batch, dec.tree_topk, draft_ctx, lam).t_s + fixed
-        drafting = dec.k * wide + (t_draft - wide)  # = k t_draft exactly for topk 1
-        t_draft = drafting / jnp.maximum(dec.k, 1.0)
-    else:
-        drafting = dec.k * t_draft
-    t_sd = drafting + verify.t_s + jnp.where(dec.k > 0, hw.step_overhead_s, 0.0)
+    tau, base, verify, t_draft, t_sd = times(hw, deploy, target, draft, dec)
     speedup = tau * base.t_s / t_sd
+    draft_layout = deploy.drafter()
     mb_base = max_batch(hw, deploy, (target,), dec.context + 1.0)
     kv_tokens = dec.context + dec.tree_tokens if dec.is_tree else dec.context + dec.k + 1.0
     mb_sd = max_batch(hw, deploy, (target, draft), (kv_tokens, dec.draft_context(kv_tokens)),

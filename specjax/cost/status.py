@@ -52,10 +52,32 @@ class Curve(_Status):
     INVALID_INPUT = 5
 
 
+class Serving(_Status):
+    """Status of a serving load at one request rate (MODEL.md 6): which side sustains the rate."""
+
+    OK = 0                      # both plain decoding and speculation sustain the rate
+    SD_SATURATED = 1            # only plain decoding sustains it (speculation's queue grows)
+    BASE_SATURATED = 2          # only speculation sustains it
+    BOTH_SATURATED = 3
+    SD_DOES_NOT_FIT = 4         # the drafter does not fit with one sequence
+    MODEL_DOES_NOT_FIT = 5
+    INVALID_INPUT = 6
+
+    def side(self, speculative):
+        """'ok' | 'saturated' | 'does_not_fit' | 'invalid_input' for one side of this status."""
+        if self is Serving.INVALID_INPUT:
+            return "invalid_input"
+        if self is Serving.MODEL_DOES_NOT_FIT or (speculative and self is Serving.SD_DOES_NOT_FIT):
+            return "does_not_fit"
+        sat = (Serving.SD_SATURATED, Serving.BOTH_SATURATED) if speculative else \
+            (Serving.BASE_SATURATED, Serving.BOTH_SATURATED)
+        return "saturated" if self in sat else "ok"
+
+
 def code(member, dtype=np.int8):
     """The integer code of a member, as a numpy scalar of `dtype` (for `jnp.where` in kernels)."""
     return dtype(int(member))
 
 
-for _cls in (Point, Curve):
+for _cls in (Point, Curve, Serving):
     assert [int(m) for m in _cls] == list(range(len(_cls))), _cls

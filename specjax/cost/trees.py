@@ -234,6 +234,32 @@ class Model:
 
 
 @pytree_dataclass
+class Load:
+    """A serving load (MODEL.md 6): requests arriving at `qps` per second, each with `input_len` prompt
+    tokens and `output_len` generated tokens, served by continuous batching of at most `max_num_seqs`
+    sequences, with chunked prefill of at most `chunk_tokens` prompt tokens per engine iteration.
+
+    Attributes:
+      qps: request rate lambda (requests/s), > 0.
+      input_len, output_len: mean prompt and output lengths L_in, L_out (tokens).
+      max_num_seqs: the engine's batch cap (vLLM `max_num_seqs`); the memory-feasible batch caps it too.
+      chunk_tokens: prompt tokens one iteration prefills (vLLM `max_num_batched_tokens`): a prompt
+        takes ceil(L_in / chunk_tokens) iterations before its first token.
+    """
+
+    qps: float
+    input_len: float
+    output_len: float
+    max_num_seqs: float = 256.0
+    chunk_tokens: float = 2048.0
+
+    @property
+    def decode_context(self):
+        """Mean KV tokens of a sequence over its decode: L_in + L_out / 2 (the context of every step)."""
+        return self.input_len + 0.5 * self.output_len
+
+
+@pytree_dataclass
 class Decode:
     """The operating point (all leaves).
 
@@ -252,6 +278,8 @@ class Decode:
         axis; MODEL.md 2.1). Whether it is None is part of the tree structure: each compiles once.
       tree_topk, tree_tokens: None (a chain) or a draft tree of depth k, branching `tree_topk`,
         verifying `tree_tokens` tokens per sequence, root included (MODEL.md 2.2).
+      load: None (the point is a batch) or a `Load`: the serving load whose fixed point gives the batch
+        (MODEL.md 6; `search.serving`). The per-batch kernels ignore it.
     """
 
     batch: float
@@ -264,6 +292,7 @@ class Decode:
     rates: object = None
     tree_topk: object = None
     tree_tokens: object = None
+    load: object = None
 
     @property
     def is_tree(self):

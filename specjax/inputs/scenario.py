@@ -21,7 +21,7 @@ from ..cost.acceptance import (TREE_MAX_DEPTH, alpha_from_tokens, alpha_from_tre
 from .dtypes import COMPUTE_DTYPES
 from ..errors import SpecError, field_error
 from ..cost.memory import weights_per_gpu
-from ..cost.trees import MODES, Decode, Deployment
+from ..cost.trees import MODES, Decode, Deployment, Load
 
 K_MAX = int(catalogue.INPUTS["k"].hi)
 
@@ -98,6 +98,11 @@ class Scenario:
     tree_topk: int | None = None
     tree_tokens: int | None = None
     draft_kv_budget: float | None = None
+    qps: float | None = None
+    input_len: float | None = None
+    output_len: float | None = None
+    max_num_seqs: int | None = None
+    chunk_tokens: int | None = None
     source: str | None = None
 
     def __post_init__(self):
@@ -121,6 +126,7 @@ class Scenario:
             raise SpecError("give exactly one of alpha, accepted_length, acceptance_vector and position_rates"
                             + (f" (got {', '.join(given)})" if given else "") + (f" in {src}" if src else ""))
         self._check_tree(kind, src)
+        self._check_load(src)
         if self.alpha is not None:
             catalogue.check("alpha", self.alpha, src)
         elif self.accepted_length is not None and (not catalogue.INPUTS["accepted_length"].ok(self.accepted_length)
@@ -155,6 +161,28 @@ class Scenario:
                             f"drafter={self.drafter!r} takes no draft" + (f" in {src}" if src else ""))
         if kind.cost_ratio:
             catalogue.check("draft_cost", self.draft_cost, src)
+
+    @property
+    def has_load(self):
+        """True when the scenario carries a serving load (MODEL.md 6): input and output lengths given."""
+        return self.input_len is not None
+
+    def _check_load(self, src):
+        given = [n for n in catalogue.LOAD if getattr(self, n) is not None]
+        for name in given:
+            catalogue.check(name, getattr(self, name), src)
+        if given and (self.input_len is None or self.output_len is None):
+            raise SpecError(f"a serving load needs input_len and output_len (--input-len, --output-len; got "
+                            f"{', '.join(given)})" + (f" in {src}" if src else ""))
+
+    def load(self, dtype=jnp.float32):
+        """The `Load` pytree (None without a serving load); an unset rate is a placeholder 1 request/s,
+        max_num_seqs and chunk_tokens default to `Load`'s (256 and 2048)."""
+        if not self.has_load:
+            return None
+        values = {f.name: f.default for f in dataclasses.fields(Load) if f.default is not dataclasses.MISSING}
+        values.update({"qps": 1.0}, **{n: getattr(self, n) for n in catalogue.LOAD if getattr(self, n) is not None})
+        return Load(**{n: jnp.asarray(v, dtype) for n, v in values.items()})
 
     def _check_tree(self, kind, src):
         if (self.tree_topk is None) != (self.tree_tokens is None):
@@ -273,7 +301,7 @@ class Scenario:
                      context=as_dt(self.context), draft_cost_ratio=as_dt(self.draft_cost if kind.cost_ratio else 0.0),
                      expert_locality=as_dt(self.expert_locality),
                      draft_kv_budget=None if self.draft_kv_budget is None else as_dt(self.draft_kv_budget),
-                     rates=None if rates is None else jnp.asarray(rates, dtype), **tree)
+                     rates=None if rates is None else jnp.asarray(rates, dtype), load=self.load(dtype), **tree)
         return hw, deploy, tgt, draft, dec
 
 

@@ -50,10 +50,11 @@ def _speedup(batch, hw, deploy, target, draft, dec):
 OF = ("crossover_batch", "speedup")  # what the elasticities are of: index 0 at B_off, 1 at a requested batch
 
 
-def _partials(hw, deploy, target, draft, dec, batch):
-    """dS/dB and dS/d(every sensitivity input) at `batch`: (dS/dB, {name: (value, dS/dinput)})."""
+def partials(f, hw, deploy, target, draft, dec, x, load_inputs=()):
+    """df/dx and df/d(every sensitivity input) of a scalar f(x, hw, deploy, target, draft, dec) at x:
+    (df/dx, {name: (value, df/dinput)}); `load_inputs` adds leaves of the serving load (`dec.load`)."""
     values = (hw, deploy, target, draft, dec)
-    grads = jax.grad(_speedup, argnums=(0, 1, 2, 3, 4, 5))(batch, *values)
+    grads = jax.grad(f, argnums=(0, 1, 2, 3, 4, 5))(x, *values)
     trees = dict(zip(catalogue.TREES, zip(values, grads[1:])))
     out = {}
     for name, ts in INPUTS.items():
@@ -66,7 +67,9 @@ def _partials(hw, deploy, target, draft, dec, batch):
             for tree, leaf, gate in ts:
                 vals, g = trees[tree]
                 ds = ds + getattr(vals, leaf) * getattr(g, leaf) * (getattr(vals, gate) if gate else 1.0)
-            out[name] = (jnp.ones_like(batch), ds)
+            out[name] = (jnp.ones_like(x), ds)
+    for name in load_inputs:
+        out[name] = (getattr(dec.load, name), getattr(grads[5].load, name))
     return grads[0], out
 
 
@@ -79,7 +82,7 @@ def crossover_sensitivity(hw, deploy, target, draft, dec, batch_max=65536.0, n_g
     c = _crossover.find(hw, deploy, target, draft, dec, batch_max, n_grid, max_dips=max_dips)
     has_off = jnp.isfinite(c.crossover_batch)
     b = jax.lax.stop_gradient(jnp.where(has_off, c.crossover_batch, dec.batch))
-    ds_db, parts = _partials(hw, deploy, target, draft, dec, b)  # one gradient serves both meanings
+    ds_db, parts = partials(_speedup, hw, deploy, target, draft, dec, b)  # one gradient serves both meanings
     s = jnp.where(has_off, 1.0, _speedup(b, hw, deploy, target, draft, dec))
     deriv = {n: jnp.where(has_off, -ds / ds_db, ds) for n, (_, ds) in parts.items()}
     elast = {n: deriv[n] * x / jnp.where(has_off, b, s) for n, (x, _) in parts.items()}

@@ -1,0 +1,84 @@
+"""`specjax serve`: the serving load of MODEL.md 6, from request rate to batch, TPOT, TTFT and E2E."""
+
+from typing import Annotated, Optional
+
+import typer
+
+from .. import api
+from ..cost import catalogue
+from ..errors import SpecError
+from .app import (LOAD_DEFAULTS, ChunkTokens, InputLen, Json, MaxNumSeqs, OutputLen, model_command, print_inputs,
+                  print_json, scenario)
+from .model import _b
+
+
+def _ms(x):
+    return "-" if x is None else f"{x * 1e3:.2f}"
+
+
+def _q(x):
+    return "-" if x is None else f"{x:.4g}"
+
+
+def check_slo(name, x):
+    if x is not None and not (x > 0 and x < 1e6):
+        raise SpecError(f"{name}={x!r}; expected 0 < {name} < 1e6 (seconds)")
+    return x
+
+
+@model_command
+def serve(model,
+          qps: Annotated[Optional[list[float]], typer.Option(
+              help="Request rate (requests/s); repeat for a table. Default: 13 rates from 1% to 120% of the larger "
+                   "sustainable rate.")] = None,
+          input_len: InputLen = LOAD_DEFAULTS["input_len"], output_len: OutputLen = LOAD_DEFAULTS["output_len"],
+          max_num_seqs: MaxNumSeqs = LOAD_DEFAULTS["max_num_seqs"],
+          chunk_tokens: ChunkTokens = LOAD_DEFAULTS["chunk_tokens"],
+          tpot_slo: Annotated[Optional[float], typer.Option(help="TPOT target (seconds): report the largest rate "
+                                                                 "that meets it, with and without speculation.")] = None,
+          ttft_slo: Annotated[Optional[float], typer.Option(help="TTFT target (seconds), as --tpot-slo.")] = None,
+          sensitivity: Annotated[bool, typer.Option("--sensitivity", help="Elasticities of the switch-off rate "
+                                                                          "(slower: differentiates the fixed point).")
+                                 ] = False,
+          as_json: Json = False):
+    """From request rate to batch (MODEL.md 6): batch, TPOT, TTFT, E2E and throughput with and without
+    speculation, the sustainable rates and the rate beyond which speculation no longer lowers TPOT.
+    --context is not used: each step runs at the mean decode context input_len + output_len / 2."""
+    for q in qps or []:
+        catalogue.check("qps", q)
+    sc = scenario(input_len=input_len, output_len=output_len, max_num_seqs=max_num_seqs, chunk_tokens=chunk_tokens,
+                  **model)
+    r = api.serve(sc, qps, check_slo("tpot_slo", tpot_slo), check_slo("ttft_slo", ttft_slo), sensitivity)
+    if as_json:
+        print_json(r)
+        return
+    print(f"{'qps':>9} {'batch':>7} {'batch sd':>8} {'TPOT ms':>8} {'TPOT sd':>8} {'ratio':>6} {'TTFT ms':>8} "
+          f"{'TTFT sd':>8} {'E2E s':>7} {'E2E sd':>7}  status")
+    for p in r["points"]:
+        e2e = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
+        ratio = "-" if p["speedup_tpot"] is None else f"{p['speedup_tpot']:.3f}"
+        print(f"{p['qps']:>9.4g} {_b(p['batch_base']):>7} {_b(p['batch_sd']):>8} {_ms(p['tpot_base_s']):>8} "
+              f"{_ms(p['tpot_sd_s']):>8} {ratio:>6} {_ms(p['ttft_base_s']):>8} {_ms(p['ttft_sd_s']):>8} "
+              f"{e2e(p['e2e_base_s']):>7} {e2e(p['e2e_sd_s']):>7}  {p['status']}")
+    print(f"\nratio = TPOT without / with speculation, each at its own batch; tau = {r['tokens_per_step']:.3f}")
+    print(f"largest sustainable rate: {_q(r['max_qps_base'])} req/s without speculation, {_q(r['max_qps_sd'])} "
+          "with it")
+    st = r["curve_status"]
+    words = {"stops_paying": f"speculation lowers TPOT up to {_q(r['switch_off_qps'])} req/s (switch-off rate)",
+             "helps_throughout": "speculation lowers TPOT at every sustainable rate",
+             "never_helps": "speculation never lowers TPOT here",
+             "hurts_at_small_batch": f"speculation raises TPOT at low load; switch-off rate {_q(r['switch_off_qps'])}",
+             "helps_with_dips": f"speculation pays at low load and at capacity, not in between (first rate where "
+                                f"it does not: {_q(r['first_crossing_qps'])})"}
+    print(words[st] + f" (status {st}; TPOT ratio {r['speedup_tpot_low_qps']:.3f} as the rate -> 0)")
+    if "slo" in r:
+        s = r["slo"]
+        what = " and ".join(f"{n} <= {v * 1e3:g} ms" for n, v in (("TPOT", s["tpot_s"]), ("TTFT", s["ttft_s"]))
+                            if v is not None)
+        print(f"largest rate with {what}: {_q(s['max_qps_base'])} req/s without speculation, "
+              f"{_q(s['max_qps_sd'])} with it")
+    if sensitivity:
+        print("\nelasticities of the switch-off rate (% per % change of each input):")
+        for name, e in r["elasticities"].items():
+            print(f"  {name:<18} {'-' if e is None else f'{e:.4f}':>9}")
+    print_inputs(r["inputs"])

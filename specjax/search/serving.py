@@ -1,0 +1,279 @@
+"""Serving load: from a request rate to the batch it produces, for plain decoding and for speculation
+(MODEL.md 6). Pure and vmappable functions of one point (hw, deploy, target, draft, dec) with
+`dec.load` a `Load`.
+
+At a rate lambda, each request needs N = L_out / tau engine iterations of decode (tau = 1 without
+speculation) and L_in c_p of prefill work, c_p the compute-bound time of one prompt token (target,
+plus the drafter's own model under speculation: it reads the prompt too). With T the time of one
+iteration (chunked prefill shares it), Little's law and the prefill share give the fixed point
+
+    B = lambda N T,   T = t_step(max(B, 1)) / (1 - lambda L_in c_p),
+
+i.e. lambda(B) = B / (N t_step(max(B, 1)) + B L_in c_p). lambda(B) is nondecreasing in B (t_step / B
+never increases: every term of a pass is a constant plus a term at most linear in B), so the batch
+of a rate is found by bisection of lambda(B) = lambda in log B on [1, B_cap] and in closed form below
+one sequence (the engine then runs one sequence, busy a fraction B of the time). B_cap = min(max_num_seqs,
+memory-feasible batch); a rate above lambda(B_cap) makes the queue grow: `saturated` (reported at the
+engine's capacity lambda(B_cap)). The step is evaluated at the mean decode context L_in + L_out / 2
+(paged KV: the mean, not the peak, is what the sequences of a batch hold).
+
+Outputs per side: the batch, the iteration time T (= ITL), TPOT = T / tau, TTFT = T / 2 (the wait for
+the iteration in progress) + ceil(L_in / chunk) T, E2E = TTFT + (L_out - 1) TPOT, output throughput
+lambda L_out. The TPOT ratio at a rate compares two different batches: TPOT_base(B_base) / TPOT_sd(B_sd).
+
+Differentiable: `serve(..., differentiable=True)` bisects on stop-gradient inputs and adds one Newton
+step whose value is the bisected batch and whose derivative is the implicit function theorem's,
+-(d lambda/d theta) / (d lambda/dB).
+"""
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from ..cost._search import bisect, sign_changes
+from ..cost.precision import float_dtype
+from ..cost.roofline import pass_cost
+from ..cost.speculative import step, times
+from ..cost.status import Curve, Serving, code
+from . import crossover as _crossover
+
+LOAD_SENSITIVITY = ("input_len", "output_len", "max_num_seqs")  # load leaves with elasticities of switch_off_qps
+QPS_SPAN = 1e4      # the rate curve is searched on [lambda_top / QPS_SPAN, lambda_top]
+N_GRID = 48         # log-grid points of the rate curve
+
+
+def solve_steps(dtype):
+    """Halvings of log B on [0, log B_cap] (at most 18.4 wide) that reach the dtype's resolution."""
+    return 32 if jnp.finfo(dtype).bits <= 32 else 56
+
+
+class Side(NamedTuple):
+    """One side (plain decoding or speculation) at one request rate. Times in seconds."""
+
+    batch: float          # mean sequences in the running batch
+    iteration_s: float    # T: one engine iteration (ITL), prefill share included
+    tpot_s: float         # T / tau
+    ttft_s: float         # inf when saturated
+    e2e_s: float          # inf when saturated
+    throughput_tok_s: float  # output tokens/s actually served (capacity when saturated)
+    max_qps: float        # lambda(B_cap): the largest sustainable rate
+    saturated: bool
+    fits: bool            # B_cap >= 1: the model (and the drafter) fit with one sequence
+
+
+class Served(NamedTuple):
+    """Both sides at one rate, and their comparison."""
+
+    qps: float
+    base: Side
+    sd: Side
+    speedup_tpot: float   # tpot_base / tpot_sd
+    ratio_e2e: float      # e2e_base / e2e_sd (NaN when either is saturated)
+    tokens_per_step: float
+    status: int           # a `status.Serving` code
+
+
+def prefill_per_token(hw, deploy, model, load, expert_locality=0.0):
+    """c_p: compute-bound time of one prompt token of `model` (its FLOPs over a pass of L_in tokens at
+    the mean prompt context L_in / 2, at the achieved FLOP/s; the weights are read anyway by the decode
+    tokens sharing the iteration). 0 for a model with no weights."""
+    n = load.input_len
+    c = pass_cost(hw, deploy, model, 1.0, n, 0.5 * n, expert_locality)
+    return jnp.where(model.has_weights, c.t_math_s / n, 0.0)
+
+
+class Sides(NamedTuple):
+    """The per-batch model of both sides, paired along a last axis of 2 (0: plain, 1: speculation)."""
+
+    t_of: object      # (..., 2) batches -> (..., 2) step times: T_target(B[..., 0], 1), T_sd(B[..., 1])
+    tau: object       # (2,) accepted tokens per step: 1, tau
+    c_p: object       # (2,) prefill time per prompt token
+    cap: object       # (2,) B_cap = min(max_num_seqs, memory-feasible batch)
+
+
+def sides(hw, deploy, target, draft, dec):
+    """`Sides` at the load's mean decode context (one trace of the step per use of `t_of`)."""
+    dec = dec.replace(context=jnp.asarray(dec.load.decode_context, dec.context.dtype))
+
+    def t_of(b2):  # one evaluation of the step at both batches (one trace), each side's time kept
+        _, base, _, _, t_sd = times(hw, deploy, target, draft, dec.replace(batch=b2))
+        return jnp.stack([base.t_s[..., 0], t_sd[..., 1]], axis=-1)
+
+    r1 = step(hw, deploy, target, draft, dec.replace(batch=jnp.ones_like(dec.batch)))
+    cp = prefill_per_token(hw, deploy, target, dec.load, dec.expert_locality)
+    cp_draft = prefill_per_token(hw, deploy.drafter(), draft, dec.load, dec.expert_locality)
+    return Sides(t_of=t_of, tau=jnp.stack([jnp.ones_like(r1.tokens_per_step), r1.tokens_per_step]),
+                 c_p=jnp.stack([cp, cp + cp_draft]),
+                 cap=jnp.minimum(dec.load.max_num_seqs, jnp.stack([r1.max_batch_base, r1.max_batch_sd])))
+
+
+def rate_of(t_of, tau, c_p, load, b):
+    """lambda(B): the request rate whose fixed point is batch `b` (Little's law with the prefill share)."""
+    return b / (load.output_len / tau * t_of(jnp.maximum(b, 1.0)) + b * load.input_len * c_p)
+
+
+def batch(t_of, tau, c_p, load, b_cap, qps, iters, b0=None, slope=None):
+    """The fixed-point batch of rate `qps` on [0, b_cap], whether the rate saturates (qps > lambda(b_cap))
+    and lambda(b_cap). Elementwise: `t_of` maps batches to step times of the same shape.
+
+    With `b0` and `slope` (the bisected batch and dlambda/dB there, found on stop-gradient inputs) one
+    Newton step replaces the bisection: its value is b0 and its derivative the implicit function
+    theorem's, -(dlambda/dtheta) / (dlambda/dB)."""
+    one = jnp.ones_like(b_cap)
+    lam_cap, lam_one = rate_of(t_of, tau, c_p, load, jnp.stack([b_cap, one]))  # rows: one trace of t_of
+    below_one = qps * load.output_len / tau * t_of(one) / (1.0 - qps * load.input_len * c_p)  # B <= 1
+    if b0 is None:
+        top = jnp.log(jnp.maximum(b_cap, 1.0))
+        b = jnp.exp(bisect(lambda uu: rate_of(t_of, tau, c_p, load, jnp.exp(uu)) < qps, jnp.zeros_like(top), top,
+                           iters))
+    else:
+        step_ = (rate_of(t_of, tau, c_p, load, b0) - qps) / slope
+        b = b0 - (step_ - jax.lax.stop_gradient(step_))
+    saturated = (qps > lam_cap) | (b_cap < 1.0)
+    b = jnp.where(saturated, b_cap, jnp.where(qps <= lam_one, below_one, b))
+    return b, saturated, lam_cap
+
+
+def side(t_of, tau, c_p, load, b_cap, qps, iters, b0=None, slope=None):
+    """A `Side` at rate `qps` (elementwise, like `batch`)."""
+    b, sat, lam_cap = batch(t_of, tau, c_p, load, b_cap, qps, iters, b0, slope)
+    lam = jnp.where(sat, lam_cap, qps)  # a saturated engine serves at its capacity
+    t = t_of(jnp.maximum(b, 1.0)) / (1.0 - lam * load.input_len * c_p)
+    inf = jnp.asarray(jnp.inf, t.dtype)
+    ttft = jnp.where(sat, inf, (0.5 + jnp.ceil(load.input_len / load.chunk_tokens)) * t)
+    tpot = t / tau
+    fits = b_cap >= 1.0
+    nan = jnp.asarray(jnp.nan, t.dtype)
+    return Side(batch=jnp.where(fits, b, nan), iteration_s=jnp.where(fits, t, nan), tpot_s=jnp.where(fits, tpot, nan),
+                ttft_s=jnp.where(fits, ttft, nan), e2e_s=jnp.where(fits, ttft + (load.output_len - 1.0) * tpot, nan),
+                throughput_tok_s=jnp.where(fits, lam * load.output_len, 0.0), max_qps=jnp.where(fits, lam_cap, 0.0),
+                saturated=sat, fits=fits)
+
+
+def status_of(base, sd):
+    """The `status.Serving` code of two sides."""
+    return jnp.where(~base.fits, code(Serving.MODEL_DOES_NOT_FIT),
+                     jnp.where(~sd.fits, code(Serving.SD_DOES_NOT_FIT),
+                               jnp.where(base.saturated & sd.saturated, code(Serving.BOTH_SATURATED),
+                                         jnp.where(sd.saturated, code(Serving.SD_SATURATED),
+                                                   jnp.where(base.saturated, code(Serving.BASE_SATURATED),
+                                                             code(Serving.OK))))))
+
+
+def serve(hw, deploy, target, draft, dec, qps=None, differentiable=False, model=None):
+    """Both sides at rate `qps` (default `dec.load.qps`): a `Served`. `model`: `sides(...)` when the
+    caller already built it (a rate search reuses one)."""
+    dtype = float_dtype(dec.alpha)
+    qps = jnp.asarray(dec.load.qps if qps is None else qps, dtype)
+    m = model or sides(hw, deploy, target, draft, dec)
+    iters, b0, slope = solve_steps(dtype), None, None
+    if differentiable:  # bisect on constants (nothing to differentiate in the loop), then one Newton step
+        const = jax.lax.stop_gradient((hw, deploy, target, draft, dec, qps))
+        m0, ld = sides(*const[:5]), const[4].load
+        b0 = jnp.maximum(batch(m0.t_of, m0.tau, m0.c_p, ld, m0.cap, const[5], iters)[0], 1.0)
+        slope = jax.jvp(lambda x: rate_of(m0.t_of, m0.tau, m0.c_p, ld, x), (b0,), (jnp.ones_like(b0),))[1]
+    both = side(m.t_of, m.tau, m.c_p, dec.load, m.cap, qps, iters, b0, slope)
+    base, sd = (Side(*(f[i] for f in both)) for i in (0, 1))
+    ok = ~base.saturated & ~sd.saturated
+    return Served(qps=qps, base=base, sd=sd, speedup_tpot=base.tpot_s / sd.tpot_s,
+                  ratio_e2e=jnp.where(ok, base.e2e_s / sd.e2e_s, jnp.nan), tokens_per_step=m.tau[1],
+                  status=status_of(base, sd))
+
+
+def capacities(hw, deploy, target, draft, dec, model=None):
+    """(max_qps_base, max_qps_sd): lambda(B_cap) of each side (0 where it does not fit)."""
+    m = model or sides(hw, deploy, target, draft, dec)
+    lam = rate_of(m.t_of, m.tau, m.c_p, dec.load, m.cap)
+    lam = jnp.where(m.cap >= 1.0, lam, 0.0)
+    return lam[0], lam[1]
+
+
+def pays(served):
+    """g(lambda) whose sign says whether speculation lowers TPOT at the rate: ratio - 1, except that a
+    side which saturates where the other does not loses (its queue grows without bound)."""
+    one_sided = served.base.saturated != served.sd.saturated
+    return jnp.where(one_sided, jnp.where(served.sd.saturated, -1.0, 1.0), served.speedup_tpot - 1.0)
+
+
+class RateCurve(NamedTuple):
+    """The TPOT ratio over request rates (MODEL.md 6): where speculation stops paying."""
+
+    switch_off_qps: float       # last rate where speculation turns from lowering TPOT to not (NaN if none)
+    first_crossing_qps: float   # first rate where it does not pay (the lowest rate searched if it never pays there)
+    max_qps_base: float
+    max_qps_sd: float
+    speedup_tpot_low_qps: float  # the TPOT ratio at the lowest rate searched (-> S(1) as the rate -> 0)
+    status: int                 # a `status.Curve` code (hurts_at_small_batch: hurts at low load)
+    qps_low: float              # the lowest rate searched (lambda_top / QPS_SPAN)
+    qps_top: float              # max(max_qps_base, max_qps_sd)
+
+
+def rate_curve(hw, deploy, target, draft, dec, n_grid=N_GRID):
+    """Search the TPOT ratio on [lambda_top / QPS_SPAN, lambda_top] for its sign changes (the crossover
+    search of MODEL.md 3, over rates): a `RateCurve`."""
+    dtype = float_dtype(dec.alpha)
+    m = sides(hw, deploy, target, draft, dec)
+    lam_b, lam_s = capacities(hw, deploy, target, draft, dec, m)
+    top = jnp.maximum(lam_b, lam_s)
+    low = top / QPS_SPAN
+    c = sign_changes(lambda x: serve(hw, deploy, target, draft, dec, low * x, model=m), pays, QPS_SPAN, n_grid,
+                     _crossover.bisect_steps(dtype), dtype, n_refine=0)
+    ok = top > 0
+    nan = jnp.asarray(jnp.nan, dtype)
+    return RateCurve(switch_off_qps=jnp.where(ok, c.last_down * low, nan),
+                     first_crossing_qps=jnp.where(ok, c.first_below * low, nan), max_qps_base=lam_b, max_qps_sd=lam_s,
+                     speedup_tpot_low_qps=jnp.where(ok, c.outputs.speedup_tpot[0], nan),
+                     status=jnp.where(ok, _crossover.curve_status(c), code(Curve.NEVER_HELPS)),
+                     qps_low=low, qps_top=top)
+
+
+def max_qps_within(hw, deploy, target, draft, dec, tpot_slo=jnp.inf, ttft_slo=jnp.inf, model=None):
+    """The largest rate each side sustains with TPOT <= tpot_slo and TTFT <= ttft_slo (seconds; inf: no
+    target), as (base, sd); 0 where even a vanishing rate misses a target. Both latencies rise with the
+    rate, so the answer is a bisection in log rate on [capacity / 1e6, capacity]."""
+    dtype = float_dtype(dec.alpha)
+    m = model or sides(hw, deploy, target, draft, dec)
+    cap = jnp.stack(capacities(hw, deploy, target, draft, dec, m))
+    iters = solve_steps(dtype)
+
+    def meets(lam):
+        s = side(m.t_of, m.tau, m.c_p, dec.load, m.cap, lam, iters)
+        return (s.tpot_s <= tpot_slo) & (s.ttft_s <= ttft_slo) & ~s.saturated & s.fits
+
+    hi = jnp.log(jnp.maximum(cap, jnp.finfo(dtype).tiny))
+    lo = hi - jnp.log(jnp.asarray(1e6, dtype))
+    lam = jnp.exp(bisect(lambda u: meets(jnp.exp(u)), lo, hi, _crossover.bisect_steps(dtype) + 8))
+    lam = jnp.where(meets(cap), cap, jnp.where(meets(jnp.exp(lo)), lam, 0.0))
+    return lam[0], lam[1]
+
+
+def switch_off_sensitivity(hw, deploy, target, draft, dec, n_grid=N_GRID):
+    """The rate curve and d switch_off_qps / d(every sensitivity input) (implicit function theorem).
+
+    Where the TPOT ratio crosses 1 at lambda*, g(lambda, theta) = ratio - 1 = 0 and
+    dlambda*/dtheta = -(dg/dtheta) / (dg/dlambda), with both sides' batches differentiated implicitly
+    (`serve(differentiable=True)`). Where speculation stops paying because its own queue saturates first,
+    lambda* = lambda_sd(B_cap) and its derivative is that of the capacity. NaN without a switch-off rate.
+
+    Returns:
+      (RateCurve, derivatives, elasticities): dicts keyed by `catalogue.SENSITIVITY` name (context
+      replaced by the load's `LOAD_SENSITIVITY` leaves: the lengths set the context).
+    """
+    from . import sensitivity as _sensitivity
+
+    rc = rate_curve(hw, deploy, target, draft, dec, n_grid)
+    lam = jax.lax.stop_gradient(jnp.where(jnp.isfinite(rc.switch_off_qps), rc.switch_off_qps, rc.qps_top))
+    at_edge = jnp.abs(lam - rc.max_qps_sd) <= 1e-3 * lam
+
+    def f(x, hw_, deploy_, target_, draft_, dec_):  # one gradient serves both cases
+        ratio = serve(hw_, deploy_, target_, draft_, dec_, x, differentiable=True).speedup_tpot
+        return jnp.where(at_edge, capacities(hw_, deploy_, target_, draft_, dec_)[1], ratio)
+
+    df_dl, parts = _sensitivity.partials(f, hw, deploy, target, draft, dec, lam, LOAD_SENSITIVITY)
+    del parts["context"]  # the load's lengths set the context
+    has = jnp.isfinite(rc.switch_off_qps)
+    nan = jnp.asarray(jnp.nan, lam.dtype)
+    deriv = {n: jnp.where(has, jnp.where(at_edge, d, -d / df_dl), nan) for n, (_, d) in parts.items()}
+    elast = {n: deriv[n] * x / lam for n, (x, _) in parts.items()}
+    return rc, deriv, elast

@@ -1,0 +1,213 @@
+"""The serving load of MODEL.md 6: the affine closed form, Little's law, saturation at the right rate,
+the low-rate limit, the plain-Python reference (another algorithm), SLO search, the switch-off rate and
+its sensitivities against finite differences, and `specjax serve` at the edge."""
+
+import json
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import reference as ref
+from specjax import api
+from specjax.cli import main
+from specjax.cost.speculative import step
+from specjax.cost.trees import Load
+from specjax.errors import SpecError
+from specjax.inputs.scenario import Scenario
+from specjax.search import serving
+
+F64 = jnp.float64
+BLOG = dict(target="llama-3-70b", hardware="h100-sxm", drafter="model", draft="qwama-0.5b", tp=4, draft_tp=1, k=4,
+            alpha=0.7, engine="vllm", input_len=256, output_len=256)
+
+
+SERVE = jax.jit(serving.serve)
+CURVE = jax.jit(serving.rate_curve)
+WITHIN = jax.jit(serving.max_qps_within)
+
+
+def built(**kw):
+    return Scenario(**{**BLOG, **kw}).build(F64)
+
+
+def load(**kw):
+    v = dict(qps=1.0, input_len=512.0, output_len=256.0, max_num_seqs=256.0, chunk_tokens=2048.0, **kw)
+    return Load(**{k: F64(x) for k, x in v.items()})
+
+
+@pytest.mark.parametrize("qps", [0.5, 3.0, 9.0])
+def test_affine_step_gives_the_closed_form(qps):
+    a, b, tau, c_p = 0.02, 2e-4, 2.5, 3e-5  # t_step(B) = a + b B
+    ld = load()
+    t_of = lambda x: a + b * x  # noqa: E731
+    n = float(ld.output_len) / tau
+    want = qps * n * a / (1.0 - qps * (n * b + float(ld.input_len) * c_p))
+    assert want > 1  # the affine form holds above one sequence
+    got, sat, lam_cap = serving.batch(t_of, F64(tau), F64(c_p), ld, F64(1e4), F64(qps), 56)
+    assert not bool(sat)
+    assert float(got) == pytest.approx(want, rel=1e-12)
+    # below one sequence the engine runs one at a time: B = qps N t(1) / (1 - qps L_in c_p)
+    tiny = 0.01
+    got, _, _ = serving.batch(t_of, F64(tau), F64(c_p), ld, F64(1e4), F64(tiny), 56)
+    assert float(got) == pytest.approx(tiny * n * (a + b) / (1 - tiny * float(ld.input_len) * c_p), rel=1e-12)
+
+
+def test_littles_law_and_the_reference_on_the_kernel():
+    hw, dep, tgt, dr, dec = built()
+    m = serving.sides(hw, dep, tgt, dr, dec)
+    ctx = 256 + 128.0
+    h, t, d = ref.as_floats(hw), ref.as_floats(tgt), ref.as_floats(dr)
+    lay = ref.layout_of(4.0, draft_tp=1.0)
+    c_base = ref.prefill_per_token(t, h, 256.0, lay)
+    c_sd = c_base + ref.prefill_per_token(d, h, 256.0, ref.drafter_layout(lay))
+    assert [float(x) for x in m.c_p] == pytest.approx([c_base, c_sd], rel=1e-12)
+    tau = float(m.tau[1])
+    for qps in (0.05, 2.0, 12.0, 18.0):
+        s = serving.serve(hw, dep, tgt, dr, dec, F64(qps))
+        for side, tau_s, cp, i in ((s.base, 1.0, c_base, 0), (s.sd, tau, c_sd, 1)):
+            b, it = float(side.batch), float(side.iteration_s)
+            assert b == pytest.approx(qps * 256.0 / tau_s * it, rel=1e-9)  # Little's law: B = lambda N T
+            times = lambda x, i=i: ref.step_times(h, t, d, x, 4.0, 0.7, ctx, lay=lay)[1 + i]  # noqa: E731
+            rb, rt, rtpot, rttft, rsat = ref.serve_side(times, tau_s, cp, 256.0, 256.0, float(m.cap[i]), qps)
+            assert not rsat and not bool(side.saturated)
+            assert b == pytest.approx(rb, rel=1e-9)
+            assert float(side.tpot_s) == pytest.approx(rtpot, rel=1e-9)
+            assert float(side.ttft_s) == pytest.approx(rttft, rel=1e-9)
+            assert float(side.e2e_s) == pytest.approx(rttft + 255 * rtpot, rel=1e-9)
+            assert float(side.throughput_tok_s) == pytest.approx(qps * 256.0, rel=1e-12)
+
+
+def test_saturation_at_the_right_rate():
+    hw, dep, tgt, dr, dec = built(max_num_seqs=64)
+    m = serving.sides(hw, dep, tgt, dr, dec)
+    lam_b, lam_s = (float(x) for x in serving.capacities(hw, dep, tgt, dr, dec))
+    # by hand: the rate at which the batch reaches its cap, B_cap / (N t(B_cap) + B_cap L_in c_p)
+    t_cap = [float(x) for x in m.t_of(m.cap)]
+    cap = [float(x) for x in m.cap]
+    assert cap == [64.0, 64.0]
+    tau = float(m.tau[1])
+    for lam, i, n in ((lam_b, 0, 256.0), (lam_s, 1, 256.0 / tau)):
+        assert lam == pytest.approx(cap[i] / (n * t_cap[i] + cap[i] * 256.0 * float(m.c_p[i])), rel=1e-12)
+    for lam, which in ((lam_b, "base"), (lam_s, "sd")):
+        below = getattr(serving.serve(hw, dep, tgt, dr, dec, F64(lam * 0.999)), which)
+        above = getattr(serving.serve(hw, dep, tgt, dr, dec, F64(lam * 1.001)), which)
+        assert not bool(below.saturated) and float(below.batch) < 64.0
+        assert bool(above.saturated) and math.isinf(float(above.ttft_s))
+        assert float(above.throughput_tok_s) == pytest.approx(lam * 256.0, rel=1e-12)  # served at capacity
+    # the reference's independent test of the fixed point agrees on the threshold
+    h, t, d = ref.as_floats(hw), ref.as_floats(tgt), ref.as_floats(dr)
+    lay = ref.layout_of(4.0, draft_tp=1.0)
+    times = lambda x: ref.step_times(h, t, d, x, 4.0, 0.7, 384.0, lay=lay)[1]  # noqa: E731
+    assert not ref.serve_side(times, 1.0, float(m.c_p[0]), 256.0, 256.0, 64.0, lam_b * 0.999)[4]
+    assert ref.serve_side(times, 1.0, float(m.c_p[0]), 256.0, 256.0, 64.0, lam_b * 1.001)[4]
+
+
+def test_low_rate_ratio_is_the_batch_1_speedup():
+    sc = Scenario(**BLOG)
+    hw, dep, tgt, dr, dec = sc.build(F64)
+    s = serving.serve(hw, dep, tgt, dr, dec, F64(1e-7))
+    at_1 = step(hw, dep, tgt, dr, dec.replace(batch=F64(1.0), context=F64(256 + 128.0)))
+    assert float(s.speedup_tpot) == pytest.approx(float(at_1.speedup), rel=1e-6)
+    assert float(s.base.batch) < 1e-4 and float(s.sd.batch) < float(s.base.batch)  # fewer steps per request
+
+
+def test_switch_off_rate_and_slo_search():
+    hw, dep, tgt, dr, dec = built()
+    rc = CURVE(hw, dep, tgt, dr, dec)
+    off = float(rc.switch_off_qps)
+    assert float(rc.qps_low) < off < float(rc.max_qps_sd) < float(rc.max_qps_base)
+    below = SERVE(hw, dep, tgt, dr, dec, F64(off * 0.99))
+    above = SERVE(hw, dep, tgt, dr, dec, F64(off * 1.01))
+    assert float(below.speedup_tpot) > 1.0 > float(above.speedup_tpot)
+    assert float(serving.pays(SERVE(hw, dep, tgt, dr, dec, F64(off)))) == pytest.approx(0.0, abs=1e-6)
+    slo = 0.02
+    b, s = (float(x) for x in WITHIN(hw, dep, tgt, dr, dec, F64(slo), F64(jnp.inf)))
+    for lam, which in ((b, "base"), (s, "sd")):
+        assert float(getattr(SERVE(hw, dep, tgt, dr, dec, F64(lam)), which).tpot_s) <= slo * (1 + 1e-9)
+        assert float(getattr(SERVE(hw, dep, tgt, dr, dec, F64(lam * 1.01)), which).tpot_s) > slo
+    assert s > b  # speculation meets a tight TPOT target at twice the rate here
+    none = WITHIN(hw, dep, tgt, dr, dec, F64(1e-4), F64(jnp.inf))
+    assert [float(x) for x in none] == [0.0, 0.0]  # no rate meets an impossible target
+
+
+def test_a_rate_that_only_speculation_cannot_sustain_does_not_pay():
+    """A side whose queue grows where the other's does not loses, whatever its TPOT ratio says."""
+    def side(sat):
+        return serving.Side(*(F64(1.0),) * 7, saturated=jnp.asarray(sat), fits=jnp.asarray(True))
+
+    def served(sat_base, sat_sd, ratio):
+        return serving.Served(F64(1.0), side(sat_base), side(sat_sd), F64(ratio), F64(1.0), F64(2.0), 0)
+
+    assert float(serving.pays(served(False, True, 1.3))) < 0
+    assert float(serving.pays(served(True, False, 0.8))) > 0
+    assert float(serving.pays(served(False, False, 1.3))) == pytest.approx(0.3)
+    assert float(serving.pays(served(True, True, 0.8))) == pytest.approx(-0.2)
+
+
+def test_switch_off_sensitivity_matches_finite_differences():
+    hw, dep, tgt, dr, dec = built()
+    rc, deriv, elast = jax.jit(serving.switch_off_sensitivity)(hw, dep, tgt, dr, dec)
+    off = float(rc.switch_off_qps)
+    for name, tree, field in (("alpha", "op", "alpha"), ("hbm_bytes_per_s", "hw", "hbm_bytes_per_s"),
+                              ("output_len", "load", "output_len")):
+        def moved(x):
+            t = dict(hw=hw, op=dec, load=dec.load)[tree].replace(**{field: F64(x)})
+            h, d = (t, dec) if tree == "hw" else (hw, t if tree == "op" else dec.replace(load=t))
+            return float(CURVE(h, dep, tgt, dr, d).switch_off_qps)
+
+        x0 = float(getattr(dict(hw=hw, op=dec, load=dec.load)[tree], field))
+        e = 1e-4 * x0
+        fd = (moved(x0 + e) - moved(x0 - e)) / (2 * e)
+        assert float(deriv[name]) == pytest.approx(fd, rel=2e-3), name
+        assert float(elast[name]) == pytest.approx(fd * x0 / off, rel=2e-3), name
+    assert "context" not in elast  # the lengths set the context
+
+
+def test_api_and_cli_keys(capsys):
+    r = api.serve(Scenario(**BLOG), [1.0, 40.0], tpot_slo=0.02)
+    p = r["points"]
+    keys = {"qps", "batch_base", "batch_sd", "tpot_base_s", "tpot_sd_s", "ttft_base_s", "ttft_sd_s", "e2e_base_s",
+            "e2e_sd_s", "throughput_base_tok_s", "throughput_sd_tok_s", "speedup_tpot", "status_base", "status_sd"}
+    assert keys <= set(p[0])
+    assert (p[0]["status_base"], p[0]["status_sd"]) == ("ok", "ok")
+    assert (p[1]["status_base"], p[1]["status_sd"]) == ("saturated", "saturated") and p[1]["ttft_sd_s"] is None
+    assert {"max_qps_base", "max_qps_sd", "switch_off_qps", "slo"} <= set(r)
+    assert r["slo"]["max_qps_sd"] > r["slo"]["max_qps_base"] > 0
+    assert r["inputs"]["context"] == 384 and "batch" not in r["inputs"]
+    args = ["serve", "--target", "llama-3-70b", "--hardware", "h100-sxm", "--drafter", "model", "--draft",
+            "qwama-0.5b", "--tp", "4", "--draft-tp", "1", "--k", "4", "--alpha", "0.7", "--engine", "vllm",
+            "--input-len", "256", "--output-len", "256", "--qps", "1", "--qps", "40"]
+    with pytest.raises(SystemExit) as e:
+        main(args + ["--json"])
+    assert e.value.code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["points"][0]["tpot_sd_s"] == pytest.approx(p[0]["tpot_sd_s"], rel=1e-6)
+    assert out["switch_off_qps"] == pytest.approx(r["switch_off_qps"], rel=1e-6)
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    text = capsys.readouterr().out
+    assert e.value.code == 0 and "switch-off rate" in text and "sd_saturated" not in text
+
+
+@pytest.mark.parametrize("extra,msg", [
+    (["--qps", "0"], "qps=0.0; expected 0 < qps <= 1e7 (requests/s)"),
+    (["--qps", "1", "--output-len", "0"], "output_len=0"),
+    (["--qps", "1", "--max-num-seqs", "0"], "max_num_seqs=0"),
+    (["--qps", "1", "--tpot-slo", "-1"], "tpot_slo=-1.0; expected 0 < tpot_slo < 1e6 (seconds)"),
+])
+def test_serve_bad_input(capsys, extra, msg):
+    args = ["serve", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "ngram", "--alpha", "0.6"]
+    with pytest.raises(SystemExit) as e:
+        main(args + extra)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and msg in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_load_needs_both_lengths():
+    with pytest.raises(SpecError, match="needs input_len and output_len"):
+        Scenario(target="llama-3.1-8b", hardware="h100-sxm", drafter="ngram", alpha=0.6, qps=2.0, input_len=100)
+    sc = Scenario(target="llama-3.1-8b", hardware="h100-sxm", drafter="ngram", alpha=0.6)
+    assert sc.build()[4].load is None and np.isfinite(float(step(*sc.build()).speedup))
