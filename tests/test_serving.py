@@ -4,6 +4,7 @@ its sensitivities against finite differences, and `specjax serve` at the edge.""
 
 import json
 import math
+import re
 
 import jax
 import jax.numpy as jnp
@@ -211,3 +212,73 @@ def test_a_load_needs_both_lengths():
         Scenario(target="llama-3.1-8b", hardware="h100-sxm", drafter="ngram", alpha=0.6, qps=2.0, input_len=100)
     sc = Scenario(target="llama-3.1-8b", hardware="h100-sxm", drafter="ngram", alpha=0.6)
     assert sc.build()[4].load is None and np.isfinite(float(step(*sc.build()).speedup))
+
+
+SPEC = """
+name = "serve_tiny"
+hardware = ["h100-sxm"]
+engine = "vllm"
+[[pairs]]
+target = "llama-3-70b"
+drafter = "model"
+draft = "qwama-0.5b"
+tp = 4
+draft_tp = 1
+[fixed]
+k = 4
+alpha = 0.7
+max_num_seqs = 256
+{extra}
+[axes]
+{axes}
+[reduce]
+kind = "{kind}"
+"""
+
+
+def test_serve_and_switch_off_qps_sweeps_match_the_api(tmp_path):
+    from specjax.engine import sweep
+    from specjax.inputs import spec
+    from specjax.outputs import io
+
+    s = spec.from_text(SPEC.format(extra="input_len = 256", axes="output_len = [128, 256]\nqps = [1.0, 18.0, 40.0]",
+                                   kind="serve"), "serve.toml")
+    sweep.run(s, tmp_path / "a")
+    df = io.read_results(tmp_path / "a").collect().sort("output_len_tokens", "qps_req_s")
+    assert df.height == 6 and "context_tokens" not in df.columns
+    want = {o: api.serve(Scenario(**{**BLOG, "output_len": o}), [1.0, 18.0, 40.0]) for o in (128, 256)}
+    for row in df.iter_rows(named=True):
+        p = want[row["output_len_tokens"]]["points"][[1.0, 18.0, 40.0].index(row["qps_req_s"])]
+        assert row["status"] == p["status"]
+        for key in ("batch_sd", "tpot_base_s", "tpot_sd_s", "speedup_tpot"):
+            assert row[key] == pytest.approx(p[key], rel=1e-5), key
+    s = spec.from_text(SPEC.format(extra="input_len = 256", axes="output_len = [256]", kind="switch_off_qps"),
+                       "rate.toml")
+    sweep.run(s, tmp_path / "b")
+    row = io.read_results(tmp_path / "b").collect().row(0, named=True)
+    r = api.serve(Scenario(**BLOG), [1.0, 40.0], tpot_slo=0.02)  # the shapes of test_api_and_cli_keys: one compile
+    assert row["status"] == r["curve_status"] == "stops_paying"
+    for key in ("switch_off_qps", "max_qps_sd", "max_qps_base", "speedup_tpot_low_qps"):
+        assert row[key] == pytest.approx(r[key], rel=1e-5), key
+    with_sens = SPEC.format(extra="input_len = 256\n[sensitivity]\ninputs = [\"alpha\", \"output_len\"]",
+                            axes="output_len = [256]", kind="switch_off_qps")
+    assert spec.from_text(with_sens, "rate.toml").sensitivity == ("alpha", "output_len")
+    with pytest.raises(SpecError, match="unknown sensitivity input 'context'"):
+        spec.from_text(with_sens.replace('"output_len"]', '"context"]'), "rate.toml")
+
+
+@pytest.mark.parametrize("extra,axes,kind,msg", [
+    ("input_len = 256", "batch = [1, 2]", "none", "input_len is an input of a serving load"),
+    ("", "qps = [1.0]", "serve", "give input_len in [fixed] or [axes]"),
+    ("input_len = 256\noutput_len = 64", "output_len = [1]", "serve", "both in [fixed] and in [axes]"),
+    ("input_len = 256\noutput_len = 64", "context = [100, 200]", "serve", "searches context itself"),
+    ("input_len = 256\noutput_len = 64", "qps = [2.0]", "switch_off_qps", "searches qps itself"),
+    ("input_len = 256\noutput_len = 64", "alpha = [0.5]", "serve", "give qps in [fixed] or [axes]"),
+])
+def test_bad_serving_specs(extra, axes, kind, msg):
+    from specjax.inputs import spec
+
+    text = SPEC.format(extra=extra, axes=axes, kind=kind).replace("alpha = 0.7\n", "" if "alpha" in axes else
+                                                                 "alpha = 0.7\n")
+    with pytest.raises(SpecError, match=re.escape(msg)):
+        spec.from_text(text, "bad.toml")

@@ -38,7 +38,7 @@ def apply(point, hw, deploy, target, dec, experts_hold="expert_size"):
     """
     if any(name in point for name in ("ep", "dp_attention", "draft_tp")):
         deploy = deploy.replace(parallel=True)  # the layout varies per point: the general kernels
-    trees = {"hw": hw, "deploy": deploy, "target": target, "op": dec}
+    trees = {"hw": hw, "deploy": deploy, "target": target, "op": dec, "load": dec.load}
     invalid = jnp.zeros((), bool)
     for name, value in point.items():
         inp = catalogue.INPUTS[name]
@@ -46,7 +46,7 @@ def apply(point, hw, deploy, target, dec, experts_hold="expert_size"):
             continue
         tree = trees[inp.tree]
         trees[inp.tree] = tree.replace(**{inp.leaf: value.astype(getattr(tree, inp.leaf).dtype)})
-    tgt, dec = trees["target"], trees["op"]
+    tgt, dec = trees["target"], trees["op"].replace(load=trees["load"])
     if "n_experts" in point and experts_hold == "footprint":
         tgt = tgt.replace(p_expert=target.p_expert * target.n_experts / tgt.n_experts)
     if "expert_granularity" in point:

@@ -149,6 +149,9 @@ class SweepSpec:
         for key in (*TREE, "draft_kv_budget"):  # an axis of these needs them in the base point: its first value
             if key in self.axes and key not in fx:
                 fx[key] = int(self.axes[key][0])
+        for key in catalogue.LOAD:  # a load axis: its first value in the base point (the kernel sets each)
+            if key in self.axes and key not in fx:
+                fx[key] = self.axes[key][0]
         if "tree_tokens" in fx and "tree_topk" not in fx:
             fx["tree_topk"] = 1
         if "tree_topk" in fx and "tree_tokens" not in fx:
@@ -370,14 +373,22 @@ def _sensitivity(data, kind, src):
         raise unknown_name("key in [sensitivity]", sorted(extra)[0], ["inputs"], src)
     if "sensitivity" not in data:
         return ()
-    if kind != "crossover":
-        raise SpecError(f"[sensitivity] needs reduce.kind = 'crossover' (elasticities of B_off) in {src}")
-    names = sens.get("inputs", list(catalogue.SENSITIVITY))
+    red = _reductions.get(kind, src)
+    if not red.sensitivity:
+        takes = " or ".join(repr(r.name) for r in _reductions.REGISTRY.values() if r.sensitivity)
+        raise SpecError(f"[sensitivity] needs reduce.kind = {takes} (elasticities of B_off or of the switch-off "
+                        f"rate) in {src}")
+    allowed = list(catalogue.SENSITIVITY)
+    if red.serving:  # the load's lengths set the context
+        from ..search.serving import LOAD_SENSITIVITY
+
+        allowed = [n for n in allowed if n != "context"] + list(LOAD_SENSITIVITY)
+    names = sens.get("inputs", allowed)
     if not isinstance(names, list) or not names:
         raise field_error("sensitivity.inputs", names, "a non-empty list of input names", src)
     for n in names:
-        if n not in catalogue.SENSITIVITY:
-            raise unknown_name("sensitivity input", n, catalogue.SENSITIVITY, src)
+        if n not in allowed:
+            raise unknown_name("sensitivity input", n, allowed, src)
     return tuple(names)
 
 

@@ -19,13 +19,18 @@ import jax.numpy as jnp
 from . import crossover as _crossover
 from . import optimize as _optimize
 from . import sensitivity as _sensitivity
+from . import serving as _serving
+from ..cost import catalogue
 from ..errors import SpecError, field_error
 from ..cost.speculative import step
-from ..cost.status import Curve, Point, code
+from ..cost.status import Curve, Point, Serving, code
 
 STEP_OUTPUTS = ("speedup", "tokens_per_step", "t_target_s", "t_draft_s", "t_verify_s", "t_sd_step_s",
                 "throughput_base_tok_s", "throughput_sd_tok_s", "max_batch_base", "max_batch_sd",
                 "verify_compute_bound")
+SERVE_OUTPUTS = ("batch_base", "batch_sd", "tpot_base_s", "tpot_sd_s", "ttft_base_s", "ttft_sd_s", "e2e_base_s",
+                 "e2e_sd_s", "throughput_base_tok_s", "throughput_sd_tok_s", "speedup_tpot", "ratio_e2e")
+RATE_OUTPUTS = ("switch_off_qps", "first_crossing_qps", "max_qps_base", "max_qps_sd", "speedup_tpot_low_qps")
 CROSSOVER_OUTPUTS = ("crossover_batch", "crossover_batch_int", "first_crossing_batch", "pays_from", "pays_to",
                      "n_dips", "speedup_at_batch_1", "max_batch_sd", "speedup_at_max_batch")
 
@@ -37,11 +42,13 @@ class Reduction:
     Attributes:
       name: the spec value `[reduce] kind`.
       kernel: see the module docstring.
-      status_type: `status.Point` or `status.Curve`.
+      status_type: `status.Point`, `status.Curve` or `status.Serving`.
       per_row: spec -> configurations evaluated per output row.
       searches: axes the reduction searches itself (must not be axes of the spec).
       consumes: an axis folded into each row (required; not a column of the output).
       needs_batch: the spec must give a batch ([fixed] or [axes]).
+      serving: a serving-load reduction (MODEL.md 6): needs input_len and output_len; other reductions
+        refuse the load inputs. needs_qps: the spec must give a request rate.
       summary: (column, (aggregations...)) pairs a summary reports per (hardware, pair).
       share_of: statuses whose share of rows a summary reports.
     """
@@ -55,6 +62,9 @@ class Reduction:
     needs_batch: bool = False
     summary: tuple = ()
     share_of: tuple = ()
+    serving: bool = False
+    needs_qps: bool = False
+    sensitivity: bool = False  # takes [sensitivity] (elasticities of its answer)
 
     def check_axes(self, axes, fixed, src):
         """Raise a `SpecError` if the spec's axes do not suit this reduction."""
@@ -65,6 +75,15 @@ class Reduction:
             raise SpecError(f"reduce.kind={self.name!r} needs a {self.consumes} axis ([axes] {self.consumes}) in {src}")
         if self.needs_batch and "batch" not in axes and "batch" not in fixed:
             raise SpecError(f"give batch in [fixed] or [axes] (reduce.kind={self.name!r}) in {src}")
+        given = [n for n in catalogue.LOAD if n in axes or n in fixed]
+        if not self.serving and given:
+            serving = " or ".join(repr(r.name) for r in REGISTRY.values() if r.serving)
+            raise SpecError(f"{given[0]} is an input of a serving load: reduce.kind = {serving} (reduce.kind="
+                            f"{self.name!r} evaluates batches) in {src}")
+        needed = ("input_len", "output_len") + (("qps",) if self.needs_qps else ())
+        for name in needed if self.serving else ():
+            if name not in axes and name not in fixed:
+                raise SpecError(f"give {name} in [fixed] or [axes] (reduce.kind={self.name!r}) in {src}")
 
 
 REGISTRY = {}
@@ -132,9 +151,29 @@ def _max_speedup(hw, deploy, tgt, draft, dec, invalid, values, cfg):
     return out, status, ~invalid & feasible.any()
 
 
+def _serve(hw, deploy, tgt, draft, dec, invalid, values, cfg):
+    s = _serving.serve(hw, deploy, tgt, draft, dec)
+    flat = {f"{stem}_{w}{unit}": getattr(getattr(s, w), field) for w in ("base", "sd")
+            for field, stem, unit in (("batch", "batch", ""), ("tpot_s", "tpot", "_s"), ("ttft_s", "ttft", "_s"),
+                                      ("e2e_s", "e2e", "_s"), ("throughput_tok_s", "throughput", "_tok_s"))}
+    out = masked(invalid, **flat, speedup_tpot=s.speedup_tpot, ratio_e2e=s.ratio_e2e)
+    status = invalid_or(invalid, s.status, Serving)
+    return out, status, ~invalid & jnp.isfinite(s.speedup_tpot)
+
+
+def _switch_off_qps(hw, deploy, tgt, draft, dec, invalid, values, cfg):
+    if cfg.sensitivity:  # elasticities of the switch-off rate; null where there is none
+        rc, _, el = _serving.switch_off_sensitivity(hw, deploy, tgt, draft, dec)
+    else:
+        rc, el = _serving.rate_curve(hw, deploy, tgt, draft, dec), {}
+    out = masked(invalid, **{f: getattr(rc, f) for f in RATE_OUTPUTS},
+                 **{f"elasticity_{n}": el[n] for n in cfg.sensitivity})
+    return out, invalid_or(invalid, rc.status, Curve), ~invalid & jnp.isfinite(rc.speedup_tpot_low_qps)
+
+
 register(Reduction("none", _none, Point, needs_batch=True))
 register(Reduction("crossover", _crossover_kernel, Curve, per_row=lambda spec: spec.batch_points,
-                   searches=("batch",),
+                   searches=("batch",), sensitivity=True,
                    summary=(("crossover_batch", ("min", "median", "max")), ("beyond_memory", ("mean",)),
                             ("speedup_at_max_batch", ("median",))),
                    share_of=(Curve.STOPS_PAYING, Curve.HELPS_THROUGHOUT, Curve.NEVER_HELPS,
@@ -143,3 +182,13 @@ register(Reduction("best_k", _best_k, Point, per_row=lambda spec: spec.k_max, se
                    summary=(("speedup_k_star", ("min", "max")),)))
 register(Reduction("max_speedup", _max_speedup, Point, per_row=lambda spec: len(spec.axes["batch"]),
                    consumes="batch", summary=(("max_speedup", ("min", "max")),)))
+register(Reduction("serve", _serve, Serving, per_row=lambda spec: 2 * _serving.solve_steps(jnp.float32),
+                   searches=("batch", "context"), serving=True, needs_qps=True,
+                   summary=(("speedup_tpot", ("min", "median", "max")),),
+                   share_of=(Serving.OK, Serving.SD_SATURATED, Serving.BASE_SATURATED, Serving.BOTH_SATURATED)))
+register(Reduction("switch_off_qps", _switch_off_qps, Curve,
+                   per_row=lambda spec: _serving.N_GRID * 2 * _serving.solve_steps(jnp.float32),
+                   searches=("batch", "qps", "context"), serving=True, sensitivity=True,
+                   summary=(("switch_off_qps", ("min", "median", "max")), ("max_qps_sd", ("median",))),
+                   share_of=(Curve.STOPS_PAYING, Curve.HELPS_THROUGHOUT, Curve.NEVER_HELPS,
+                             Curve.HURTS_AT_SMALL_BATCH, Curve.HELPS_WITH_DIPS)))

@@ -205,18 +205,19 @@ class RateCurve(NamedTuple):
     max_qps_sd: float
     speedup_tpot_low_qps: float  # the TPOT ratio at the lowest rate searched (-> S(1) as the rate -> 0)
     status: int                 # a `status.Curve` code (hurts_at_small_batch: hurts at low load)
-    qps_low: float              # the lowest rate searched (lambda_top / QPS_SPAN)
-    qps_top: float              # max(max_qps_base, max_qps_sd)
+    qps_low: float              # the lowest rate searched (just inside qps_top / QPS_SPAN)
+    qps_top: float              # max(max_qps_base, max_qps_sd): the search ends just inside it
 
 
 def rate_curve(hw, deploy, target, draft, dec, n_grid=N_GRID):
     """Search the TPOT ratio on [lambda_top / QPS_SPAN, lambda_top] for its sign changes (the crossover
-    search of MODEL.md 3, over rates): a `RateCurve`."""
+    search of MODEL.md 3, over rates; the top end just inside the larger capacity, so that beyond the
+    smaller one a side that saturates alone is seen): a `RateCurve`."""
     dtype = float_dtype(dec.alpha)
     m = sides(hw, deploy, target, draft, dec)
     lam_b, lam_s = capacities(hw, deploy, target, draft, dec, m)
     top = jnp.maximum(lam_b, lam_s)
-    low = top / QPS_SPAN
+    low = top * (1.0 - 1e-4) / QPS_SPAN  # the last rate searched: just inside the larger capacity
     c = sign_changes(lambda x: serve(hw, deploy, target, draft, dec, low * x, model=m), pays, QPS_SPAN, n_grid,
                      _crossover.bisect_steps(dtype), dtype, n_refine=0)
     ok = top > 0
@@ -264,7 +265,7 @@ def switch_off_sensitivity(hw, deploy, target, draft, dec, n_grid=N_GRID):
 
     rc = rate_curve(hw, deploy, target, draft, dec, n_grid)
     lam = jax.lax.stop_gradient(jnp.where(jnp.isfinite(rc.switch_off_qps), rc.switch_off_qps, rc.qps_top))
-    at_edge = jnp.abs(lam - rc.max_qps_sd) <= 1e-3 * lam
+    at_edge = jnp.abs(lam - rc.max_qps_sd) <= 1e-5 * lam  # the bisection pins an edge to ~1e-7
 
     def f(x, hw_, deploy_, target_, draft_, dec_):  # one gradient serves both cases
         ratio = serve(hw_, deploy_, target_, draft_, dec_, x, differentiable=True).speedup_tpot
