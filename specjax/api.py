@@ -208,7 +208,7 @@ def optimize(scenario, batches, k_max=16, batch_max=65536.0, dtype=None, method=
                 pays_up_to=up_to, pays_up_to_bound=bound, inputs=inputs(scenario))
 
 
-AUTO_QPS = np.geomspace(0.01, 1.2, 13)  # default rates: fractions of the larger sustainable rate
+AUTO_QPS = (0.01, 1.2)  # default rates: fractions of the larger sustainable rate, log-spaced
 
 
 @functools.partial(jax.jit, static_argnames=("relative",))
@@ -233,16 +233,16 @@ def _side_key(field, which):
     return f"{stem}_{which}{unit}"
 
 
-def serve(scenario, qps=None, tpot_slo=None, ttft_slo=None, sensitivity=False, dtype=None):
+def serve(scenario, qps=None, tpot_slo=None, ttft_slo=None, sensitivity=False, dtype=None, points=13):
     """The serving load of MODEL.md 6 for a `Scenario` with input/output lengths: per request rate
-    (`qps`, default 13 rates from 1% to 120% of the larger sustainable rate) both sides' batch, ITL,
+    (`qps`, default `points` rates from 1% to 120% of the larger sustainable rate) both sides' batch, ITL,
     TPOT, TTFT, E2E and throughput, the TPOT ratio and per-side status; over the range the sustainable
     rates, the switch-off rate and the curve's status; with SLOs (seconds) the largest rate meeting
     them; with `sensitivity` the elasticities of the switch-off rate."""
     hw, deploy, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
     f = np.asarray(dec.alpha).dtype
     relative = qps is None
-    rates = np.asarray(AUTO_QPS if relative else qps, dtype=f)
+    rates = np.asarray(np.geomspace(*AUTO_QPS, points) if relative else qps, dtype=f)
     inf = np.asarray(np.inf, f)
     per, curve, (slo_b, slo_s) = _serve(hw, deploy, tgt, draft, dec, rates,
                                        inf if tpot_slo is None else np.asarray(tpot_slo, f),

@@ -9,6 +9,7 @@ import re
 import jax
 import jax.numpy as jnp
 import numpy as np
+import polars as pl
 import pytest
 
 import reference as ref
@@ -282,3 +283,65 @@ def test_bad_serving_specs(extra, axes, kind, msg):
                                                                  "alpha = 0.7\n")
     with pytest.raises(SpecError, match=re.escape(msg)):
         spec.from_text(text, "bad.toml")
+
+
+def test_serving_figure_draws_what_the_api_says(tmp_path):
+    from specjax.outputs import curves, plots
+
+    scs = {f"alpha={a}": Scenario(**{**BLOG, "alpha": a}) for a in (0.5, 0.7)}
+    df, marks = curves.serving_grid(scs, points=9)
+    fig, data = plots.serving_figure(df, marks)
+    assert data.height == 2 and df.height == 18
+    for row in data.iter_rows(named=True):
+        assert row["switch_off_qps"] == pytest.approx(marks[row["series"]]["switch_off_qps"])
+    assert marks["alpha=0.7"]["switch_off_qps"] > marks["alpha=0.5"]["switch_off_qps"]
+    assert len(plots.save(fig, tmp_path / "serving")) == 2
+
+
+RATE_CSV = ("series,target,drafter,draft,hardware,tp,draft_tp,k,acceptance_rate,accepted_length,weight_dtype,"
+            "metric,approximate,source_url,engine,qps,input_len,output_len,measured_ratio\n") + """fit,llama-3-70b,model,qwama-0.5b,h100-sxm,4,1,4,,,bf16,e2e_request_latency,1,https://a.example/x,vllm,1,220,200,1.5
+fit,llama-3-70b,model,qwama-0.5b,h100-sxm,4,1,4,,,bf16,e2e_request_latency,1,https://a.example/x,vllm,20,220,200,0.71
+given,llama-3-70b,model,qwama-0.5b,h100-sxm,4,1,4,0.6,,bf16,tpot,1,https://b.example/y,vllm,1,220,200,1.4
+given,llama-3-70b,model,qwama-0.5b,h100-sxm,4,1,4,0.6,,bf16,tpot,1,https://b.example/y,vllm,16,220,200,1.2
+"""
+
+
+def test_validate_rows_per_request_rate(tmp_path):
+    from specjax.engine import validate
+    from specjax.inputs import measured
+
+    p = tmp_path / "rate.csv"
+    p.write_text(RATE_CSV)
+    df, summary = validate.evaluate(measured.load(p))
+    assert summary["rows"] == 4 and summary["rows_anchor"] == 1 and summary["rows_scored"] == 3
+    assert summary["level"]["rows_scored"] == 1  # the given series' lowest rate
+    anchor = df.filter(pl.col("role") == "anchor").row(0, named=True)
+    assert anchor["qps"] == 1.0 and anchor["predicted_speedup"] == pytest.approx(1.5, rel=1e-4)
+    given = df.filter(pl.col("series") == "given").sort("qps")
+    sc = Scenario(**{**BLOG, "alpha": 0.6, "input_len": 220, "output_len": 200})
+    want = api.serve(sc, [1.0, 16.0])["points"]
+    assert given["predicted_speedup"].to_list() == pytest.approx([w["speedup_tpot"] for w in want], rel=1e-5)
+    assert given["role"].to_list() == ["level", "shape"]
+    # the fitted alpha is shared across the series' rates, so the high-rate row is a real prediction
+    fit = df.filter(pl.col("series") == "fit").sort("qps")
+    assert fit["alpha"].n_unique() == 1 and fit["role"].to_list() == ["anchor", "shape"]
+    assert fit["predicted_speedup"][1] > 0.71  # the model under-predicts this made-up slowdown: scored, not hidden
+
+
+@pytest.mark.parametrize("edit,msg", [
+    (lambda t: t.replace(",1,220,200,1.5", ",1,220,,1.5"), "line 2, column output_len: ''; expected a value"),
+    (lambda t: t.replace("e2e_request_latency,1,https://a.example/x,vllm,1,", "throughput,1,https://a.example/x,vllm,1,"),
+     "line 2, column metric: 'throughput'; expected e2e_request_latency or tpot (a row per request rate)"),
+    (lambda t: t.replace(",measured_ratio\n", ",measured_ratioX\n"),
+     "unknown column 'measured_ratioX'"),
+    (lambda t: t.replace(",measured_ratio\n", ",measured_speedup\n"), "missing column 'batch'"),
+    (lambda t: t.replace("series,", "batch,series,").replace("\nfit,", "\n4,fit,", 1).replace("\nfit,", "\n,fit,")
+     .replace("\ngiven,", "\n,given,"), "line 2, column batch: '4'; expected empty in a row per request rate"),
+])
+def test_bad_rate_rows(tmp_path, edit, msg):
+    from specjax.inputs import measured
+
+    p = tmp_path / "bad.csv"
+    p.write_text(edit(RATE_CSV))
+    with pytest.raises(SpecError, match=re.escape(msg)):
+        measured.load(p)

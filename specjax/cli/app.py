@@ -173,7 +173,8 @@ BatchMax = Annotated[float, typer.Option(help="Largest batch searched (2 to 1e8)
 InputLen = Annotated[float, typer.Option(help="Mean prompt tokens per request (L_in).")]
 OutputLen = Annotated[float, typer.Option(help="Mean output tokens per request (L_out).")]
 MaxNumSeqs = Annotated[int, typer.Option(help="The engine's batch cap (vLLM --max-num-seqs).")]
-ChunkTokens = Annotated[int, typer.Option(help="Prompt tokens prefilled per iteration (vLLM --max-num-batched-tokens).")]
+ChunkTokens = Annotated[int, typer.Option(help="Prompt tokens prefilled per iteration "
+                                               "(vLLM --max-num-batched-tokens).")]
 LOAD_DEFAULTS = dict(input_len=1024.0, output_len=128.0, max_num_seqs=256, chunk_tokens=2048)  # vllm bench serve's
 # random-dataset lengths, vLLM's long-standing max_num_seqs and a 2048-token prefill budget
 

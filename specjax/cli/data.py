@@ -9,9 +9,9 @@ import typer
 from .. import api
 from ..errors import SpecError
 from ..inputs.scenario import Scenario
-from .app import (DEFAULT_ENGINE, Context, Draft, DraftCost, Drafter, DrafterChoice, DpAttn, DraftTp, EDtype, Engine,
-                  Ep, Imbalance, Json, K, KvBudget, KvDtype, Roof, RooflineChoice, Tp, TreeTokens, TreeTopk, WDtype,
-                  app, choices, print_json, value)
+from .app import (DEFAULT_ENGINE, LOAD_DEFAULTS, ChunkTokens, Context, Draft, DraftCost, Drafter, DrafterChoice,
+                  DpAttn, DraftTp, EDtype, Engine, Ep, Imbalance, InputLen, Json, K, KvBudget, KvDtype, MaxNumSeqs,
+                  OutputLen, Roof, RooflineChoice, Tp, TreeTokens, TreeTopk, WDtype, app, choices, print_json, value)
 
 
 def _writetable(df, path):
@@ -50,7 +50,7 @@ def _pct(v):
 def _metric_table(summary):
     """Overall, level and shape metrics, then the groups, as aligned text (fits 100 columns)."""
     print(f"{'':<34} {'rows':>5} {'median APE':>11} {'p90 APE':>9} {'side of 1':>10}")
-    lines = [("all scored rows", summary), ("level (batch 1, acceptance given)", summary["level"]),
+    lines = [("all scored rows", summary), ("level (batch 1 or lowest rate, acceptance given)", summary["level"]),
              ("shape (the rest)", summary["shape"])]
     for key, groups in summary["groups"].items():
         lines += [(f"{key}: {name}"[:34], m) for name, m in groups.items()]
@@ -166,7 +166,8 @@ def calibrate(csv: Csvs,
         print(f"{k_:<20} {_pct(v['median_ape']):>11} {_pct(v['p90_ape']):>9} {_pct(v['side_accuracy']):>10}")
 
 
-PlotKind = choices("PlotKind", ("speedup", "crossover-map", "sensitivity", "roofline", "optimal-k", "validation"))
+PlotKind = choices("PlotKind", ("speedup", "crossover-map", "sensitivity", "roofline", "optimal-k", "validation",
+                               "serving"))
 
 
 @app.command()
@@ -187,6 +188,9 @@ def plot(kind: Annotated[PlotKind, typer.Argument(help="What to draw.")],
          engine: Engine = DEFAULT_ENGINE,
          batch: Annotated[Optional[list[float]], typer.Option(help="Batches (roofline; default grids otherwise).")
                           ] = None,
+         input_len: InputLen = LOAD_DEFAULTS["input_len"], output_len: OutputLen = LOAD_DEFAULTS["output_len"],
+         max_num_seqs: MaxNumSeqs = LOAD_DEFAULTS["max_num_seqs"],
+         chunk_tokens: ChunkTokens = LOAD_DEFAULTS["chunk_tokens"],
          x: Annotated[Optional[str], typer.Option(help="crossover-map: column on the x axis.")] = None,
          y: Annotated[Optional[str], typer.Option(help="crossover-map: column on the y axis.")] = None,
          as_json: Json = False):
@@ -223,8 +227,11 @@ def plot(kind: Annotated[PlotKind, typer.Argument(help="What to draw.")],
                                           tree_topk=None if no_drafter else tree_topk,
                                           tree_tokens=None if no_drafter else tree_tokens,
                                           draft_kv_budget=None if no_drafter else draft_kv_budget,
-                                          weight_dtype=weight_dtype, expert_dtype=expert_dtype)
+                                          weight_dtype=weight_dtype, expert_dtype=expert_dtype,
+                                          **(load if kind == "serving" else {}))
         return out
+
+    load = dict(input_len=input_len, output_len=output_len, max_num_seqs=max_num_seqs, chunk_tokens=chunk_tokens)
 
     if kind in ("speedup", "crossover-map") and source:
         if not pathlib.Path(source).is_dir():
@@ -269,6 +276,8 @@ def plot(kind: Annotated[PlotKind, typer.Argument(help="What to draw.")],
         label = label.split(" | alpha=")[0]
         grid = curves.optimal_k_grid(sc, alpha or [0.5, 0.6, 0.7, 0.8, 0.9], np.geomspace(1, 4096, 49))
         fig, data = plots.optimal_k_figure(grid, title=f"Best draft length k*: {label}")
+    elif kind == "serving":
+        fig, data = plots.serving_figure(*curves.serving_grid(scenarios()))
     else:  # validation
         from ..inputs import measured
         from ..engine import validate as _validate

@@ -34,8 +34,9 @@ def serve(model,
           input_len: InputLen = LOAD_DEFAULTS["input_len"], output_len: OutputLen = LOAD_DEFAULTS["output_len"],
           max_num_seqs: MaxNumSeqs = LOAD_DEFAULTS["max_num_seqs"],
           chunk_tokens: ChunkTokens = LOAD_DEFAULTS["chunk_tokens"],
-          tpot_slo: Annotated[Optional[float], typer.Option(help="TPOT target (seconds): report the largest rate "
-                                                                 "that meets it, with and without speculation.")] = None,
+          tpot_slo: Annotated[Optional[float], typer.Option(
+              help="TPOT target (seconds): report the largest rate that meets it, with and without speculation.")
+          ] = None,
           ttft_slo: Annotated[Optional[float], typer.Option(help="TTFT target (seconds), as --tpot-slo.")] = None,
           sensitivity: Annotated[bool, typer.Option("--sensitivity", help="Elasticities of the switch-off rate "
                                                                           "(slower: differentiates the fixed point).")

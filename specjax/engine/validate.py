@@ -9,7 +9,11 @@
   pass) is `inconsistent`: flagged, not scored. A row the model cannot represent is `unsupported`:
   skipped with its reason and counted, never aborting the file.
 - Scored rows split into level rows (batch 1 with a given acceptance: the absolute speedup) and shape
-  rows (everything else: how the speedup moves with batch, k and context). Metrics: median and 90th
+  rows (everything else: how the speedup moves with batch, k and context).
+- Rows per request rate (MODEL.md 6: qps, input_len, output_len, measured_ratio = baseline /
+  speculative latency, `metric` tpot or e2e_request_latency) are predicted by the serving fixed point
+  (`rate_ratio`); acceptance is handled alike, anchored at a group's lowest rate, and a series' lowest
+  rate with a given acceptance is its level row. Metrics: median and 90th
   percentile absolute percentage error, side-of-1.0 accuracy, median within-series Spearman, overall,
   for level and shape, and per source, engine and hardware (`groups`). A metric over no rows is None
   with a reason.
@@ -23,8 +27,9 @@ import polars as pl
 from ..cost._search import bisect
 from ..cost.acceptance import alpha_from_tokens, alpha_from_tree_tokens
 from ..cost.speculative import step
-from ..cost.status import Point
+from ..cost.status import Point, Serving
 from ..inputs import measured
+from ..search import serving
 
 ROLES = ("level", "shape", "anchor", "inconsistent", "unsupported")  # what each row is in the protocol
 
@@ -36,13 +41,34 @@ def predict(hw, deploy, tgt, dr, dec):
     return r.speedup, r.status
 
 
-def matching_alpha(h, p, t, d, x, s_meas, iters=50):
+def rate_ratio(h, p, t, d, x, e2e):
+    """A row per request rate (MODEL.md 6): the TPOT ratio, or with `e2e` the ratio of request
+    latencies once admitted (TTFT without the queue + (L_out - 1) TPOT: a saturated side's queue wait,
+    which a finite benchmark measures only in part, is not predicted; its status says saturated)."""
+    s = serving.serve(h, p, t, d, x)
+    first = 0.5 + jnp.ceil(x.load.input_len / x.load.chunk_tokens)
+
+    def latency(side):
+        return first * side.iteration_s + (x.load.output_len - 1.0) * side.tpot_s
+
+    return jnp.where(e2e, latency(s.base) / latency(s.sd), s.speedup_tpot), s.status
+
+
+@jax.jit
+def predict_rate(hw, deploy, tgt, dr, dec, e2e):
+    """Latency ratio and `status.Serving` code for stacked rows per request rate."""
+    return jax.vmap(rate_ratio)(hw, deploy, tgt, dr, dec, e2e)
+
+
+def matching_alpha(h, p, t, d, x, s_meas, iters=50, e2e=None):
     """alpha in [0, 1] with S(alpha) = s_meas at one row (S increases with alpha; clipped at the ends).
 
     Differentiable in the other inputs: bisection gives the value, one Newton step with a stopped
     derivative gives, by the implicit function theorem, d alpha / d theta = -(dS/d theta) / (dS/d alpha)
     (used by calibration)."""
     def s_of(a, hh):
+        if e2e is not None:  # a row per request rate: its latency ratio
+            return rate_ratio(hh, p, t, d, x.replace(alpha=a), e2e)[0]
         return step(hh, p, t, d, x.replace(alpha=a)).speedup
 
     h_const = jax.lax.stop_gradient(h)
@@ -55,9 +81,12 @@ def matching_alpha(h, p, t, d, x, s_meas, iters=50):
 
 
 @jax.jit
-def fit_alpha(hw, deploy, tgt, dr, dec, target_speedup):
-    """Per stacked row: the alpha that makes the model match `target_speedup` there."""
-    return jax.vmap(matching_alpha)(hw, deploy, tgt, dr, dec, target_speedup)
+def fit_alpha(hw, deploy, tgt, dr, dec, target_speedup, e2e=None):
+    """Per stacked row: the alpha that makes the model match `target_speedup` there (with `e2e`, one
+    flag per row: rows per request rate, matched on their latency ratio)."""
+    if e2e is None:
+        return jax.vmap(matching_alpha)(hw, deploy, tgt, dr, dec, target_speedup)
+    return jax.vmap(lambda *a: matching_alpha(*a[:6], e2e=a[6]))(hw, deploy, tgt, dr, dec, target_speedup, e2e)
 
 
 def known_alpha(rows, dtype=jnp.float32):
@@ -89,15 +118,15 @@ _tree_alphas = jax.jit(jax.vmap(alpha_from_tree_tokens))
 
 
 def anchors(rows, known):
-    """Row index of each row's acceptance-group anchor (smallest batch, then smallest k) where the row
-    gives no acceptance, else -1."""
+    """Row index of each row's acceptance-group anchor (smallest batch or request rate, then smallest k)
+    where the row gives no acceptance, else -1."""
     out = np.full(len(rows), -1)
     groups = {}
     for i, r in enumerate(rows):
         if np.isnan(known[i]):
             groups.setdefault(r.acceptance_group, []).append(i)
     for members in groups.values():
-        anchor = min(members, key=lambda i: (rows[i].batch, rows[i].k, i))
+        anchor = min(members, key=lambda i: (rows[i].qps or rows[i].batch, rows[i].k, i))
         out[members] = anchor
     return out
 
@@ -113,14 +142,21 @@ def inconsistent(rows):
     return out
 
 
+def e2e_flags(rows):
+    """Per row per request rate: True where its metric is the request latency (else TPOT)."""
+    return jnp.asarray([r.metric == "e2e_request_latency" for r in rows])
+
+
 def resolve_alpha(rows, stacked, dtype=jnp.float32):
-    """alpha per row, where it came from ('given', 'accepted_length', 'fitted'), anchor flags."""
+    """alpha per row, where it came from ('given', 'accepted_length', 'fitted'), anchor flags. `rows` are
+    all per batch or all per request rate (stacked apart)."""
     alpha, source = known_alpha(rows, dtype)
     anchor_of = anchors(rows, alpha)
     sel = np.unique(anchor_of[anchor_of >= 0])
     if sel.size:
         sub = jax.tree.map(lambda x: x[sel], stacked)
-        fitted = np.asarray(fit_alpha(*sub, jnp.asarray([rows[i].speedup for i in sel], dtype)))
+        flags = (e2e_flags([rows[i] for i in sel]),) if rows[0].is_rate else ()
+        fitted = np.asarray(fit_alpha(*sub, jnp.asarray([rows[i].speedup for i in sel], dtype), *flags))
         by_anchor = dict(zip(sel.tolist(), fitted))
         for i, a in enumerate(anchor_of):
             if a >= 0:
@@ -169,7 +205,6 @@ def evaluate(rows, engine=None, profiles=None, mode="operator", dtype=jnp.float3
 
     `engine` (name, path or `EngineProfile`) applies one engine to every row; None applies each row's
     `engine` column (empty: `measured.DEFAULT_ENGINE`), from `profiles` or the presets."""
-    ok = [r for r in rows if not r.unsupported]
     n = len(rows)
     alpha = np.full(n, np.nan)
     source = np.array(["none"] * n, dtype=object)
@@ -177,18 +212,31 @@ def evaluate(rows, engine=None, profiles=None, mode="operator", dtype=jnp.float3
     s_pred = np.full(n, np.nan)
     status = np.array(["invalid_input"] * n, dtype=object)
     engine_used = np.array([""] * n, dtype=object)
-    idx = np.array([i for i, r in enumerate(rows) if not r.unsupported], dtype=int)
-    if ok:
-        stacked = measured.stack(ok, engine, profiles, dtype, mode)
-        a, src, anc = resolve_alpha(ok, stacked, dtype)
+    fixed = measured.engine_profile(engine) if isinstance(engine, str) else engine
+    for per_rate in (False, True):  # rows per batch and rows per request rate: stacked and predicted apart
+        idx = np.array([i for i, r in enumerate(rows) if not r.unsupported and r.is_rate == per_rate], dtype=int)
+        if not idx.size:
+            continue
+        part = [rows[i] for i in idx]
+        stacked = measured.stack(part, engine, profiles, dtype, mode)
+        a, src, anc = resolve_alpha(part, stacked, dtype)
         hw, deploy, tgt, dr, dec = stacked
-        sp, st = predict(hw, deploy, tgt, dr, dec.replace(alpha=jnp.asarray(a, dec.alpha.dtype)))
+        dec = dec.replace(alpha=jnp.asarray(a, dec.alpha.dtype))
+        if per_rate:
+            sp, st = predict_rate(hw, deploy, tgt, dr, dec, e2e_flags(part))
+            status[idx] = Serving.decode(np.asarray(st))
+        else:
+            sp, st = predict(hw, deploy, tgt, dr, dec)
+            status[idx] = Point.decode(np.asarray(st))
         alpha[idx], source[idx], anchor[idx] = a, src, anc
-        s_pred[idx], status[idx] = np.asarray(sp, np.float64), Point.decode(np.asarray(st))
-        fixed = measured.engine_profile(engine) if isinstance(engine, str) else engine
-        engine_used[idx] = [(fixed or measured.engine_profile(r.engine_name, profiles)).slug for r in ok]
+        s_pred[idx] = np.asarray(sp, np.float64)
+        engine_used[idx] = [(fixed or measured.engine_profile(r.engine_name, profiles)).slug for r in part]
     meas = np.array([r.speedup for r in rows])
     bad = inconsistent(rows)
+    lowest = {}  # a series' lowest request rate: its level row (the rate analogue of batch 1)
+    for r in rows:
+        if r.is_rate:
+            lowest[r.series] = min(lowest.get(r.series, r.qps), r.qps)
     role, note = [], []
     for i, r in enumerate(rows):
         if r.unsupported:
@@ -197,7 +245,7 @@ def evaluate(rows, engine=None, profiles=None, mode="operator", dtype=jnp.float3
             role.append("inconsistent"), note.append("measured speedup above the accepted length")
         elif anchor[i]:
             role.append("anchor"), note.append("alpha fitted here")
-        elif r.batch == 1 and (r.alpha is not None or r.tau is not None):
+        elif (r.qps == lowest.get(r.series) if r.is_rate else r.batch == 1) and (r.alpha, r.tau) != (None, None):
             role.append("level"), note.append("")
         else:
             role.append("shape"), note.append("")
@@ -207,8 +255,9 @@ def evaluate(rows, engine=None, profiles=None, mode="operator", dtype=jnp.float3
         target=[r.target for r in rows], drafter=[r.drafter for r in rows], draft=[r.draft or "" for r in rows],
         hardware=[r.hardware for r in rows], tp=[r.tp for r in rows], ep=[r.ep for r in rows],
         dp_attention=[r.dp_attention for r in rows], tree_topk=[r.tree_topk or 1 for r in rows],
-        tree_tokens=[r.tree_tokens or r.k + 1 for r in rows], batch=[r.batch for r in rows],
-        k=[r.k for r in rows], context=[r.context for r in rows], alpha=alpha, alpha_source=list(source),
+        tree_tokens=[r.tree_tokens or r.k + 1 for r in rows], batch=[None if r.is_rate else r.batch for r in rows],
+        qps=[r.qps for r in rows], k=[r.k for r in rows], context=[r.context for r in rows], alpha=alpha,
+        alpha_source=list(source),
         anchor=anchor, role=role, note=note, measured_speedup=meas, predicted_speedup=s_pred,
         ape=np.abs(s_pred / meas - 1.0), side_ok=(s_pred > 1.0) == (meas > 1.0), status=list(status)))
     df = df.with_columns(pl.col("alpha", "predicted_speedup", "ape").fill_nan(None))

@@ -4,8 +4,12 @@ Schema: `data/measured/README.md` (series, target, drafter, draft, hardware, tp,
 acceptance_rate, accepted_length, context, weight_dtype, measured_speedup, metric, approximate,
 source_url). Optional columns: `engine` (the engine profile of the row: vllm, sglang, trtllm, ...),
 `expert_locality` (a workload property, 0..1), `dataset` (rows of one target, drafter, draft and
-dataset share one acceptance), `t_base_s` and `t_sd_step_s` (measured step times, seconds), `ep` and
-`dp_attention` (parallel degrees; only 1 is supported yet).
+dataset share one acceptance), `t_base_s` and `t_sd_step_s` (measured step times, seconds), `ep`,
+`dp_attention` and `draft_tp` (the layout), `tree_depth`, `tree_topk` and `tree_tokens` (a draft tree).
+Rows per request rate (MODEL.md 6) give `qps`, `input_len`, `output_len` and `measured_ratio`
+(baseline / speculative latency; `metric` tpot or e2e_request_latency) in place of `batch`, `context`
+and `measured_speedup` (a file of such rows may omit those three columns), and optionally
+`max_num_seqs`.
 
 A malformed value (a number that is not a number, an alpha above 1) is an error naming the file, the
 line, the column, the value and what is allowed. A row the model cannot represent (an unknown slug or
@@ -29,12 +33,15 @@ from . import models as _models
 from .dtypes import BYTES_PER_ELEMENT, canonical
 from ..errors import SpecError, read_text
 from .scenario import Scenario
-from ..cost.trees import Decode
+from ..cost.trees import Decode, Load
 
 COLUMNS = ("series", "target", "drafter", "draft", "hardware", "tp", "batch", "k", "acceptance_rate",
            "accepted_length", "context", "weight_dtype", "measured_speedup", "metric", "approximate", "source_url")
+BATCH_ONLY = ("batch", "context", "measured_speedup")  # a file of rate rows may leave these out
+RATE = ("qps", "input_len", "output_len", "measured_ratio")  # a row per request rate (MODEL.md 6)
 OPTIONAL = ("t_base_s", "t_sd_step_s", "engine", "expert_locality", "dataset", "ep", "dp_attention", "draft_tp",
-            "tree_depth", "tree_topk", "tree_tokens")
+            "tree_depth", "tree_topk", "tree_tokens", *RATE, "max_num_seqs")
+METRICS = {"batch": ("throughput", "latency"), "rate": ("e2e_request_latency", "tpot")}
 LAYOUT = ("ep", "dp_attention", "draft_tp")  # optional layout columns (MODEL.md 1.1); tp is required
 DEFAULT_ENGINE = engines.DEFAULT  # rows with an empty engine column
 MAX_BYTES = 64 << 20
@@ -68,7 +75,16 @@ class Row:
     draft_tp: int | None = None
     tree_topk: int | None = None
     tree_tokens: int | None = None
+    qps: float | None = None
+    input_len: float | None = None
+    output_len: float | None = None
+    max_num_seqs: int | None = None
     unsupported: str | None = None
+
+    @property
+    def is_rate(self):
+        """A row given per request rate (qps, lengths, measured_ratio) rather than per batch."""
+        return self.qps is not None
 
     @property
     def source(self):
@@ -79,7 +95,8 @@ class Row:
     def acceptance_group(self):
         """Rows that share one acceptance (MODEL.md 7): same target, drafter, draft and dataset; without
         a dataset column, the series."""
-        return (self.target, self.drafter, self.draft or "", self.dataset) if self.dataset else (self.series,)
+        key = (self.target, self.drafter, self.draft or "", self.dataset) if self.dataset else (self.series,)
+        return key + (("rate",) if self.is_rate else ())
 
     @property
     def layout(self):
@@ -99,7 +116,8 @@ class Row:
                         draft_tp=self.draft_tp, tree_topk=self.tree_topk, tree_tokens=self.tree_tokens,
                         batch=self.batch, k=self.k, alpha=0.5,
                         context=self.context, weight_dtype=self.weight_dtype, roofline=roofline,
-                        expert_locality=self.expert_locality)
+                        expert_locality=self.expert_locality, qps=self.qps, input_len=self.input_len,
+                        output_len=self.output_len, max_num_seqs=self.max_num_seqs)
 
 
 def _err(path, line, col, value, allowed):
@@ -118,6 +136,27 @@ def _number(path, line, col, raw, allowed, ok, integer=False, optional=False):
     if not math.isfinite(v) or not ok(v) or (integer and not v.is_integer()):
         raise _err(path, line, col, raw, allowed)
     return int(v) if integer else v
+
+
+def _rate(p, line, r):
+    """The request-rate fields of a row ({} for a row per batch): qps, lengths, measured_ratio and an
+    optional max_num_seqs. A row with a qps needs the rest; a batch row must leave them empty."""
+    given = [c for c in RATE if (r.get(c) or "").strip()]
+    if not given:
+        return {}
+    if len(given) < len(RATE):
+        missing = next(c for c in RATE if c not in given)
+        raise _err(p, line, missing, r.get(missing) or "", f"a value: a row per request rate needs {', '.join(RATE)}")
+    for c in BATCH_ONLY:
+        if (r.get(c) or "").strip():
+            raise _err(p, line, c, r[c], f"empty in a row per request rate (qps = {r['qps']})")
+    out = {c: _number(p, line, c, r[c], allowed, ok) for c, allowed, ok in (
+        ("qps", "requests/s > 0", lambda v: 0 < v <= 1e7), ("input_len", "tokens in [1, 1e7]", lambda v: 1 <= v <= 1e7),
+        ("output_len", "tokens in [1, 1e7]", lambda v: 1 <= v <= 1e7),
+        ("measured_ratio", "a number > 0 (baseline / speculative latency)", lambda v: 0 < v < 100))}
+    out["max_num_seqs"] = _number(p, line, "max_num_seqs", r.get("max_num_seqs"), "empty or an integer >= 1",
+                                  lambda v: 1 <= v <= 1e8, integer=True, optional=True)
+    return out
 
 
 def _known(value, slugs):
@@ -146,12 +185,18 @@ def load(path):
         df = pl.read_csv(text.encode(), infer_schema=False, truncate_ragged_lines=False)
     except Exception as e:  # polars raises several types for malformed CSV
         raise SpecError(f"malformed CSV {str(p)!r}: {str(e).splitlines()[0]}") from None
-    missing = [c for c in COLUMNS if c not in df.columns]
-    if missing:
-        raise SpecError(f"{p}: missing column {missing[0]!r}; expected columns {', '.join(COLUMNS)}")
     unknown = [c for c in df.columns if c not in COLUMNS + OPTIONAL]
     if unknown:
         raise SpecError(f"{p}: unknown column {unknown[0]!r}; expected {', '.join(COLUMNS + OPTIONAL)}")
+    rate_file = all(c in df.columns for c in RATE)
+    missing = [c for c in COLUMNS if c not in df.columns and not (rate_file and c in BATCH_ONLY)]
+    if missing:
+        raise SpecError(f"{p}: missing column {missing[0]!r}; expected columns {', '.join(COLUMNS)} (or, for rows "
+                        f"per request rate, {', '.join(RATE)} in place of {', '.join(BATCH_ONLY)})")
+    partial = [c for c in RATE if c in df.columns] if not rate_file else []
+    if partial:
+        raise SpecError(f"{p}: column {partial[0]!r} without {', '.join(c for c in RATE if c not in df.columns)}; "
+                        f"expected all of {', '.join(RATE)} for rows per request rate")
     if df.height == 0:
         raise SpecError(f"{p}: no data rows")
     model_slugs, hw_slugs = set(_models.preset_slugs()), set(_hw.preset_slugs())
@@ -165,17 +210,23 @@ def load(path):
                 raise _err(p, line, col, "", f"a {col} (preset slug or path)" if col != "drafter" else
                            f"one of {', '.join(drafters.names(measurable_only=True))}")
         tp = _number(p, line, "tp", r["tp"], "an integer in [1, 4096]", lambda v: 1 <= v <= 4096, integer=True)
-        batch = _number(p, line, "batch", r["batch"], "a number in [1, 1e8]", lambda v: 1 <= v <= 1e8)
+        rate = _rate(p, line, r)
         k = _number(p, line, "k", r["k"], "an integer in [1, 64]", lambda v: 1 <= v <= 64, integer=True)
         alpha = _number(p, line, "acceptance_rate", r["acceptance_rate"], "empty or in [0, 1]",
                         lambda v: 0 <= v <= 1, optional=True)
         tau = _number(p, line, "accepted_length", r["accepted_length"], f"empty or in [1, k+1 = {k + 1}]",
                       lambda v: 1 <= v <= k + 1, optional=True)
-        ctx = _number(p, line, "context", r["context"], "a number of tokens >= 0", lambda v: 0 <= v <= 1e8)
-        speed = _number(p, line, "measured_speedup", r["measured_speedup"], "a number > 0 (SD / no-SD)",
-                        lambda v: 0 < v < 100)
-        if r["metric"] not in ("throughput", "latency"):
-            raise _err(p, line, "metric", r["metric"], "throughput or latency")
+        if rate:
+            batch, ctx, speed = 1.0, rate["input_len"] + 0.5 * rate["output_len"], rate.pop("measured_ratio")
+        else:
+            batch = _number(p, line, "batch", r.get("batch"), "a number in [1, 1e8]", lambda v: 1 <= v <= 1e8)
+            ctx = _number(p, line, "context", r.get("context"), "a number of tokens >= 0", lambda v: 0 <= v <= 1e8)
+            speed = _number(p, line, "measured_speedup", r.get("measured_speedup"), "a number > 0 (SD / no-SD)",
+                            lambda v: 0 < v < 100)
+        allowed = METRICS["rate" if rate else "batch"]
+        if r["metric"] not in allowed:
+            raise _err(p, line, "metric", r["metric"], " or ".join(allowed) + (" (a row per request rate)" if rate
+                                                                              else ""))
         if r["weight_dtype"] not in BYTES_PER_ELEMENT:
             raise _err(p, line, "weight_dtype", r["weight_dtype"], f"one of {', '.join(BYTES_PER_ELEMENT)}")
         times = {c: _number(p, line, c, r.get(c), "empty or seconds > 0", lambda v: v > 0, optional=True)
@@ -201,7 +252,7 @@ def load(path):
                         tau=tau, context=ctx, weight_dtype=canonical(r["weight_dtype"]), speedup=speed,
                         metric=r["metric"], source_url=r["source_url"] or "", engine=engine,
                         expert_locality=loc or 0.0, dataset=(r.get("dataset") or "").strip(),
-                        unsupported=_unsupported(r, model_slugs, hw_slugs), **times, **layout))
+                        unsupported=_unsupported(r, model_slugs, hw_slugs), **times, **layout, **rate))
     rows = check_buildable(rows)
     if all(r.unsupported for r in rows):
         raise SpecError(f"{p}: no row can be evaluated; line {rows[0].line}, {rows[0].unsupported}")
@@ -279,7 +330,16 @@ def _decode(rows, dtype):
                 draft_cost_ratio=[0.0] * len(rows), expert_locality=[r.expert_locality for r in rows])
     if any(r.tree_topk is not None for r in rows):
         cols.update(tree_topk=[r.tree_topk or 1 for r in rows], tree_tokens=[r.tree_tokens or r.k + 1 for r in rows])
-    return Decode(**{k: jnp.asarray(np.asarray(v, dtype=np.dtype(dtype))) for k, v in cols.items()})
+    arr = lambda v: jnp.asarray(np.asarray(v, dtype=np.dtype(dtype)))  # noqa: E731
+    load = None
+    if any(r.is_rate for r in rows):  # rows per request rate are stacked on their own (`validate`)
+        if not all(r.is_rate for r in rows):
+            raise ValueError("stack rows per batch and rows per request rate separately")
+        load = Load(qps=arr([r.qps for r in rows]), input_len=arr([r.input_len for r in rows]),
+                    output_len=arr([r.output_len for r in rows]),
+                    max_num_seqs=arr([r.max_num_seqs or Load.max_num_seqs for r in rows]),
+                    chunk_tokens=arr([Load.chunk_tokens] * len(rows)))
+    return Decode(**{k: arr(v) for k, v in cols.items()}, load=load)
 
 
 def series_index(rows):

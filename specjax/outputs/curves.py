@@ -65,3 +65,20 @@ def roofline_points(hw, deploy, model, batches, k, context):
                                      achieved_flops_per_s=fl / float(to),
                                      bound="compute" if float(tm) > float(tw) else "memory"))
     return pl.DataFrame(rows)
+
+
+def serving_grid(scenarios, points=41):
+    """`api.serve` for each `{label: Scenario}` (with a load) on `points` rates from 1% to 120% of the
+    larger sustainable rate: (rows with label, qps, both sides' TPOT and batch, the ratio and the status;
+    {label: switch_off_qps, max_qps_base, max_qps_sd})."""
+    from .. import api
+
+    frames, marks = [], {}
+    for label, sc in scenarios.items():
+        r = api.serve(sc, points=points)
+        df = pl.DataFrame(r["points"]).select("qps", "tpot_base_s", "tpot_sd_s", "batch_base", "batch_sd",
+                                              "speedup_tpot", "status")
+        frames.append(df.with_columns(pl.lit(label).alias("label")).cast({c: pl.Float64 for c in df.columns
+                                                                         if c != "status"}))
+        marks[label] = {k: r[k] for k in ("switch_off_qps", "max_qps_base", "max_qps_sd", "curve_status")}
+    return pl.concat(frames), marks

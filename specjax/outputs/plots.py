@@ -13,6 +13,7 @@ import pathlib
 import matplotlib.colors
 import matplotlib.lines
 import matplotlib.patches
+import matplotlib.ticker
 import numpy as np
 import polars as pl
 from matplotlib.figure import Figure
@@ -368,3 +369,52 @@ def validation_figure(panels, title="Predicted vs measured speedup"):
 def from_sweep(out):
     """Collect a sweep directory for plotting."""
     return io.read_results(out).collect()
+
+
+def serving_figure(df, marks, title="Serving load: TPOT and batch vs request rate"):
+    """TPOT (top) and running batch (bottom) vs request rate, without (dashed) and with (solid)
+    speculation, one colour per scenario (`df`, `marks` from `curves.serving_grid`); the switch-off rate
+    is a dotted vertical line, each side's sustainable rate a tick on the rate axis (dashed: without
+    speculation); rates a side cannot sustain are left out (its queue grows)."""
+    fig, (top, bottom) = _subplots(2, 1, figsize=(8.4, 7.0), sharex=True, layout="constrained")
+    rows = []
+    caps = {round(m["max_qps_base"] or 0.0, 6) for m in marks.values()}
+    shared = len(marks) > 1 and len(caps) == 1  # one baseline for every series (they differ in the drafter only)
+    for j, (label, g) in enumerate(df.group_by("label", maintain_order=True)):
+        label = label[0] if isinstance(label, tuple) else label
+        color, m = OKABE_ITO[j % len(OKABE_ITO)], marks[label]
+        q = g["qps"].to_numpy()
+        status = g["status"].to_numpy()
+        ok_base = ~np.isin(status, ("base_saturated", "both_saturated"))
+        ok_sd = ~np.isin(status, ("sd_saturated", "both_saturated", "sd_does_not_fit"))
+        off = m["switch_off_qps"]
+        tag = f"switch-off {off:.3g} req/s" if off else {"helps_throughout": "pays at every sustainable rate",
+                                                          "never_helps": "never pays"}.get(m["curve_status"], "")
+        for ax, base, sd, scale in ((top, "tpot_base_s", "tpot_sd_s", 1e3), (bottom, "batch_base", "batch_sd", 1.0)):
+            if not shared or j == 0:
+                ax.plot(q, np.where(ok_base, g[base].to_numpy() * scale, np.nan), color="black" if shared else color,
+                        ls="--", lw=1.6, label=("no speculation" if shared else f"{label}: no speculation")
+                        if ax is top else None)
+            ax.plot(q, np.where(ok_sd, g[sd].to_numpy() * scale, np.nan), color=color, ls="-", lw=2.2,
+                    label=f"{label}: speculation ({tag})" if ax is top else None)
+            if off:
+                ax.axvline(off, color=color, ls=":", lw=1.2)
+        for key, ls in (("max_qps_base", (0, (2, 1))), ("max_qps_sd", "-")):  # sustainable rates: ticks on the axis
+            if m[key] and (key == "max_qps_sd" or not shared or j == 0):
+                bottom.axvline(m[key], ymin=0, ymax=0.07, color="black" if shared and key == "max_qps_base" else color,
+                               lw=3, ls=ls)
+        rows.append(dict(series=label, switch_off_qps=off, max_qps_base=m["max_qps_base"],
+                         max_qps_sd=m["max_qps_sd"], points=len(q)))
+    plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
+    top.set_xscale("log")
+    for ax in (top, bottom):
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    bottom.xaxis.set_major_formatter(plain)
+    _style(top, "", "TPOT (ms per output token, log)", title)
+    _style(bottom, "request rate (requests/s, log scale)", "running batch (sequences, log)")
+    top.legend(fontsize=7, frameon=False, loc="upper left",
+               title="dotted: switch-off rate; ticks at the bottom: sustainable rates", title_fontsize=7)
+    return fig, pl.DataFrame(rows)
