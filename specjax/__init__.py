@@ -3,6 +3,9 @@
 A roofline cost model of speculative decoding written as pure, vmappable JAX functions.
 """
 
+import time as _time
+
+IMPORT_STARTED = _time.perf_counter()  # `specjax --profile` reports the import time from here
 __version__ = "0.1.0"
 
 from .cost.acceptance import alpha_from_tokens as alpha_from_tokens

@@ -8,6 +8,7 @@ Layout: `app` (the typer app, shared options, output helpers), one module per co
 
 import re
 import sys
+import time
 import warnings
 
 import typer
@@ -54,11 +55,31 @@ def repeated_option(argv):
     return None
 
 
+def _one_line_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"specjax: warning: {' '.join(str(message).split())}", file=sys.stderr)
+
+
+def _run(argv):
+    """The app, then the `--profile` lines (stderr) of this run, whatever the command printed."""
+    from .. import IMPORT_STARTED
+    from .app import PROFILE
+
+    started = time.perf_counter()
+    PROFILE.clear()
+    try:
+        return app(args=argv, standalone_mode=False, prog_name="specjax")
+    finally:
+        for p in PROFILE:
+            p.start, p.imported_s = IMPORT_STARTED, started - IMPORT_STARTED
+            print("\n".join(p.lines()), file=sys.stderr)
+
+
 def main(argv=None):
     """Console entry point: runs the app, turning bad input into one line on stderr and exit 2."""
     argv = sys.argv[1:] if argv is None else list(argv)
     # NaN and overflow are reported as statuses and nulls, never as warnings: stderr stays one line
     warnings.filterwarnings("ignore", category=RuntimeWarning)
+    warnings.showwarning = _one_line_warning  # e.g. a compilation-cache entry JAX cannot read: one line, go on
     rep = repeated_option(argv)
     if rep:
         flag, n, cmd = rep
@@ -66,7 +87,7 @@ def main(argv=None):
               "options whose help says so, or run a sweep)", file=sys.stderr)
         sys.exit(2)
     try:
-        code = app(args=argv, standalone_mode=False, prog_name="specjax")
+        code = _run(argv)
     except SpecError as e:
         print(f"specjax: error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -93,8 +93,22 @@ def _version(value: bool):
 
 @app.callback()
 def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                                help="Print the version.")] = False):
+                                                help="Print the version.")] = False,
+          no_cache: Annotated[bool, typer.Option("--no-cache", help="Do not use the compilation cache.")] = False,
+          cache_dir: Annotated[Optional[str], typer.Option(
+              help="Compilation cache directory (default $SPECJAX_CACHE_DIR, else ~/.cache/specjax/jax).")] = None,
+          profile: Annotated[bool, typer.Option("--profile", help="Print import, trace, compile and run time, and "
+                                                                  "compilation-cache hits, on stderr.")] = False):
     """specjax: a roofline model of speculative decoding."""
+    from .. import runtime
+
+    if not no_cache:
+        runtime.enable_cache(cache_dir)
+    if profile:
+        PROFILE.append(runtime.Profile().listen())
+
+
+PROFILE = []  # the `--profile` of this run (printed by `cli.main` when the command ends)
 
 
 def scenario(ignore_memory=False, **kw):

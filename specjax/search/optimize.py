@@ -13,7 +13,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 
 from ..cost._search import sign_changes
 from ..cost.acceptance import max_tree_tokens
@@ -37,6 +36,8 @@ CLIMB_STEPS = 4  # integer hill-climb steps after the gradient search
 
 def search(hw, deploy, target, draft, dec, k_max=16, starts=(1.0, 4.0, 10.0), steps=60, learning_rate=0.5):
     """k* at the operating point `dec` (its `k` is ignored). Static: k_max, starts, steps."""
+    import optax  # here, not at module level: commands that never search k start faster
+
     dtype = float_dtype(dec.alpha)
     k_hi = float(k_max)
     k0 = jnp.clip(jnp.asarray(starts, dtype), 1.0, k_hi)

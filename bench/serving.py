@@ -1,0 +1,102 @@
+"""Serving fixed points per second (MODEL.md 6) against the per-batch kernel, in one run: the same
+scenario (Llama-3-70B + Qwama-0.5B on 4 x H100, vllm profile, 220/200-token requests), random request
+rates and acceptances. Measures
+
+- `step`: per-batch speedup evaluations/s (the kernel every answer is built from),
+- `serve`: both sides' fixed points at one rate (two bisections of lambda(B) = lambda) per second,
+- `rate_curve`: the switch-off rate (48 rates plus the bisection of the crossing) per second,
+
+and the ratios, and checks Little's law (B = lambda N T) on every solve.
+
+Usage: python bench/serving.py [--points N]
+The last line printed is one JSON object.
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+import time
+
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                           f" --xla_force_host_platform_device_count={os.cpu_count()}").strip()
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from specjax.cost.speculative import step  # noqa: E402
+from specjax.inputs.scenario import Scenario  # noqa: E402
+from specjax.search import serving  # noqa: E402
+
+
+def best_of(fn, repeats=3):
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--points", type=int, default=200_000)
+    ap.add_argument("--curves", type=int, default=2_000)
+    args = ap.parse_args()
+    sc = Scenario(target="llama-3-70b", hardware="h100-sxm", drafter="model", draft="qwama-0.5b", tp=4, draft_tp=1,
+                  k=4, alpha=0.6, engine="vllm", input_len=220, output_len=200)
+    hw, dep, tgt, dr, dec = sc.build()
+    devices = jax.local_devices()
+    sharding = NamedSharding(Mesh(np.array(devices), ("points",)), PartitionSpec("points"))
+    rng = np.random.default_rng(0)
+
+    def arrays(n):
+        n -= n % len(devices)
+        alpha = rng.uniform(0.3, 0.9, n).astype(np.float32)
+        qps = np.exp(rng.uniform(np.log(0.1), np.log(40.0), n)).astype(np.float32)
+        batch = np.exp(rng.uniform(0, np.log(256), n)).astype(np.float32)
+        return n, [jax.device_put(jnp.asarray(x), sharding) for x in (alpha, qps, batch)]
+
+    n, (alpha, qps, batch) = arrays(args.points)
+    per_batch = jax.jit(jax.vmap(lambda a, b: step(hw, dep, tgt, dr, dec.replace(alpha=a, batch=b)).speedup),
+                        out_shardings=sharding)
+    solve = jax.jit(jax.vmap(lambda a, q: serving.serve(hw, dep, tgt, dr, dec.replace(alpha=a), q)),
+                    out_shardings=sharding)
+    per_batch(alpha, batch).block_until_ready()
+    t_step = best_of(lambda: per_batch(alpha, batch).block_until_ready())
+    s = solve(alpha, qps)
+    jax.block_until_ready(s)
+    t_serve = best_of(lambda: jax.block_until_ready(solve(alpha, qps)))
+
+    ok = ~np.asarray(s.base.saturated)
+    lam, b, t = np.asarray(qps)[ok], np.asarray(s.base.batch)[ok], np.asarray(s.base.iteration_s)[ok]
+    little = float(np.max(np.abs(b - lam * 200.0 * t) / b))  # plain side: N = L_out
+    assert little < 1e-4, little
+
+    m, (alpha_c, _, _) = arrays(args.curves)
+    curve = jax.jit(jax.vmap(lambda a: serving.rate_curve(hw, dep, tgt, dr, dec.replace(alpha=a)).switch_off_qps),
+                    out_shardings=sharding)
+    curve(alpha_c).block_until_ready()
+    t_curve = best_of(lambda: curve(alpha_c).block_until_ready())
+
+    step_s, serve_s, curve_s = n / t_step, n / t_serve, m / t_curve
+    print(f"scenario: llama-3-70b + qwama-0.5b on 4 x H100 (vllm profile), 220/200-token requests; "
+          f"[{jax.default_backend()}, {len(devices)} devices]")
+    print(f"per-batch step     {step_s:14,.0f} evaluations/s ({n:,} points)")
+    print(f"serving fixed point{serve_s:14,.0f} solves/s      ({n:,} rates, both sides, "
+          f"{serving.solve_steps(jnp.float32)} halvings each)")
+    print(f"switch-off rate    {curve_s:14,.0f} curves/s      ({m:,} curves, {serving.N_GRID}-rate grid + bisection)")
+    print(f"ratios: step / solve = {step_s / serve_s:.1f}x, solve / curve = {serve_s / curve_s:.1f}x; "
+          f"Little's law max rel. error {little:.1e}")
+    print(json.dumps(dict(points=n, curves=m, step_per_s=step_s, serve_per_s=serve_s, rate_curve_per_s=curve_s,
+                          step_over_serve=step_s / serve_s, serve_over_curve=serve_s / curve_s,
+                          littles_law_max_rel_error=little, backend=jax.default_backend(), devices=len(devices))))
+
+
+if __name__ == "__main__":
+    main()
