@@ -166,6 +166,7 @@ def optimize_trees(scenario, batches, max_depth=8, dtype=None):
     if not dec.is_tree:
         one = jnp.ones_like(dec.k)
         dec = dec.replace(tree_topk=one, tree_tokens=dec.k + one)
+    dec = dec.replace(tree_max_depth=int(max_depth))  # the shapes searched go this deep
     b = jnp.asarray(batches, dtype=np.asarray(dec.alpha).dtype)
     best, (chain_k, chain_s), status = _trees(hw, deploy, tgt, draft, dec, b, int(max_depth))
     rows = []

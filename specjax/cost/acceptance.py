@@ -57,11 +57,11 @@ def tokens_from_rates(rates, k):
     dtype = float_dtype(rates, k)
     rates, k = rates.astype(dtype), k.astype(dtype)
     v = rates.shape[-1]
-    reach = jnp.cumprod(rates, axis=-1)                    # r_i = prod_{j<=i} a_j
-    pos = jnp.arange(1, v + 1, dtype=dtype)
-    weight = jnp.clip(k[..., None] - pos + 1.0, 0.0, 1.0)
-    head = jnp.sum(reach * weight, axis=-1)
-    last, r_v = rates[..., -1], reach[..., -1]
+    head, r_v = 0.0, 1.0
+    for i in range(v):  # r_i = prod_{j<=i} a_j, unrolled: a cumprod lowers to a slow scan on CPU
+        r_v = r_v * rates[..., i]
+        head = head + r_v * jnp.clip(k - i, 0.0, 1.0)
+    last = rates[..., -1]
     extra = jnp.maximum(k - v, 0.0)                        # positions past the measured ones
     tail = r_v * (tokens_per_step(last, extra) - 1.0)      # r_v (a + a^2 + ... + a^extra)
     return 1.0 + head + tail
@@ -84,10 +84,11 @@ def tree_widths(topk, tokens, depth, max_depth):
     allows: depth d keeps min(topk^d, ceil(remaining / levels left)). A chain (topk 1, N = k + 1) keeps 1
     per depth. Returns a tuple of `max_depth` arrays (0 beyond `depth`)."""
     remaining = tokens - 1.0
-    out = []
+    out, power = [], 1.0
     for d in range(1, max_depth + 1):
         left = jnp.maximum(depth - d + 1.0, 1.0)
-        w = jnp.minimum(topk ** d, jnp.ceil(remaining / left))
+        power = power * topk  # topk^d as a product: exact, and no pow per depth
+        w = jnp.minimum(power, jnp.ceil(remaining / left))
         w = jnp.where(d <= depth, jnp.maximum(w, 0.0), 0.0)
         out.append(w)
         remaining = remaining - w
@@ -97,7 +98,7 @@ def tree_widths(topk, tokens, depth, max_depth):
 TREE_MAX_DEPTH = 16  # deepest draft tree the estimate covers (SGLang's defaults use 3-8 steps)
 
 
-def tokens_per_tree_step(rates_at, topk, tokens, depth):
+def tokens_per_tree_step(rates_at, topk, tokens, depth, max_depth=TREE_MAX_DEPTH):
     """Estimated tau of a draft tree (MODEL.md 2.2), documented in the README: depth d keeps w_d
     candidates (`tree_widths`) spread over the w_{d-1} nodes above it, so the accepted node at depth
     d - 1 has m_d = w_d / w_{d-1} candidate children on average (w_0 = 1). Depth d is reached when depth
@@ -105,13 +106,19 @@ def tokens_per_tree_step(rates_at, topk, tokens, depth):
     m_d a_d for m_d < 1 (the chance that the node has a child at all, times its acceptance); tau = 1 +
     sum_d prod_{j<=d} p_j. `rates_at(d)` is the conditional acceptance at depth d (alpha, or a
     per-position vector). A chain (m_d = 1) gives a_d: exact. For wider trees it is optimistic: ranked
-    candidates are not independent draws (the second-ranked token matches less often than the first)."""
-    widths = tree_widths(topk, tokens, depth, TREE_MAX_DEPTH)
+    candidates are not independent draws (the second-ranked token matches less often than the first).
+    `max_depth` (static) levels are unrolled: depths beyond it are not counted."""
+    widths = tree_widths(topk, tokens, depth, max_depth)
     tau, reach, above = 1.0, 1.0, 1.0
+    logs = {}  # log(1 - a) once per distinct rate (i.i.d. alpha: one for every depth)
     for d, w in enumerate(widths, start=1):
         a = rates_at(d)
+        if id(a) not in logs:
+            safe = jnp.where(a < 1.0, 1.0 - a, 1.0)
+            logs[id(a)] = (a, jnp.log(safe))  # keep `a` alive: ids are unique only while it lives
+        miss = jnp.where(a < 1.0, jnp.exp(jnp.maximum(w / jnp.maximum(above, 1.0), 1.0) * logs[id(a)][1]), 0.0)
         m = w / jnp.maximum(above, 1.0)
-        p = jnp.where(m >= 1.0, jnp.where(m == 1.0, a, 1.0 - (1.0 - a) ** jnp.maximum(m, 1.0)), m * a)
+        p = jnp.where(m >= 1.0, jnp.where(m == 1.0, a, 1.0 - miss), m * a)
         reach = reach * jnp.where(w > 0, p, 0.0)
         tau = tau + reach
         above = w

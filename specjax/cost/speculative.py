@@ -48,7 +48,7 @@ def tokens_per_tree_or_chain(dec):
     chain = tokens_per_step(dec.alpha, dec.k) if dec.rates is None else tokens_from_rates(dec.rates, dec.k)
     if not dec.is_tree:
         return chain
-    tree = tokens_per_tree_step(dec.rate_at, dec.tree_topk, dec.tree_tokens, dec.k)
+    tree = tokens_per_tree_step(dec.rate_at, dec.tree_topk, dec.tree_tokens, dec.k, dec.tree_max_depth)
     return jnp.where(dec.tree_is_chain, chain, tree)
 
 
@@ -113,6 +113,8 @@ def step(hw, deploy, target, draft, dec):
     # (float overflow, absurd inputs that slipped past the edge) are never reported with status ok
     sane = (jnp.isfinite(speedup) & (base.t_s > 0) & (verify.t_s >= base.t_s * (1 - 1e-5)) & (t_sd > 0)
             & (t_draft >= 0) & (speedup > 0) & (speedup <= tau * (1 + 1e-5)) & (tau <= dec.k + 1.0 + 1e-5))
+    if dec.is_tree:  # deeper than the estimate unrolls: no number
+        sane = sane & (dec.tree_is_chain | (dec.k <= dec.tree_max_depth))
     status = jnp.where(sane, point_status(dec.batch, mb_base, mb_sd), code(Point.INVALID_INPUT))
     return Result(
         speedup=speedup, tokens_per_step=tau, alpha=jnp.asarray(dec.alpha, speedup.dtype), t_target_s=base.t_s,

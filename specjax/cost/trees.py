@@ -11,6 +11,7 @@ field is a leaf (vmap, grad); builders live in `hardware`, `models` and `scenari
 import jax.numpy as jnp
 
 from ._pytree import pytree_dataclass, static
+from .acceptance import TREE_MAX_DEPTH
 
 MODES = ("operator", "pass")
 
@@ -280,6 +281,9 @@ class Decode:
         verifying `tree_tokens` tokens per sequence, root included (MODEL.md 2.2).
       load: None (the point is a batch) or a `Load`: the serving load whose fixed point gives the batch
         (MODEL.md 6; `search.serving`). The per-batch kernels ignore it.
+      tree_max_depth: static; the deepest tree the tau estimate unrolls (a point deeper than it is
+        invalid_input). 16 (`acceptance.TREE_MAX_DEPTH`) unless the builder knows less: a scenario's
+        own depth, a sweep's largest k; each level costs a few transcendentals per point.
     """
 
     batch: float
@@ -293,6 +297,7 @@ class Decode:
     tree_topk: object = None
     tree_tokens: object = None
     load: object = None
+    tree_max_depth: int = static(TREE_MAX_DEPTH)
 
     @property
     def is_tree(self):

@@ -13,6 +13,8 @@ import time
 import jax
 import jax.numpy as jnp
 
+from ..cost.acceptance import TREE_MAX_DEPTH
+
 from ..outputs import frames, io
 from . import plan as _plan
 from . import sweep_kernel
@@ -33,9 +35,12 @@ def inputs(spec, combo):
     """(axis values, hw, deploy, target, draft, dec) of categorical combination `combo`."""
     hw_name, pair = spec.combos[combo]
     dt = _dtype()
-    trees = spec.scenario(hw_name, pair).build(dt)
+    hw, deploy, tgt, draft, dec = spec.scenario(hw_name, pair).build(dt)
+    if dec.is_tree:  # the deepest tree of the grid (a k axis, or k* up to k_max): the levels the estimate unrolls
+        deepest = max([*spec.axes.get("k", ()), float(dec.k), float(spec.k_max)])
+        dec = dec.replace(tree_max_depth=min(int(deepest), TREE_MAX_DEPTH))
     values = {n: jnp.asarray(v, dt) for n, v in spec.axes.items()}
-    return (values, *trees)
+    return values, hw, deploy, tgt, draft, dec
 
 
 def memory_estimate(spec, p):

@@ -296,7 +296,7 @@ class Scenario:
                             expert_imbalance=as_dt(self.expert_imbalance))
         rates = self.rates()
         tree = {} if self.tree_topk is None else dict(tree_topk=as_dt(self.tree_topk),
-                                                      tree_tokens=as_dt(self.tree_tokens))
+                                                      tree_tokens=as_dt(self.tree_tokens), tree_max_depth=int(self.k))
         dec = Decode(batch=as_dt(self.batch), k=as_dt(self.k), alpha=as_dt(self.resolved_alpha()),
                      context=as_dt(self.context), draft_cost_ratio=as_dt(self.draft_cost if kind.cost_ratio else 0.0),
                      expert_locality=as_dt(self.expert_locality),
