@@ -14,7 +14,7 @@ import warnings
 import typer
 
 from ..errors import SpecError
-from . import data, model, serve, sweep  # noqa: F401  (register their commands on `app`)
+from . import data, engine_io, model, serve, sweep  # noqa: F401  (register their commands on `app`)
 from .app import app
 
 # typer vendors click; reach its exception classes through the public BadParameter.

@@ -50,7 +50,7 @@ def _pct(v):
 def _metric_table(summary):
     """Overall, level and shape metrics, then the groups, as aligned text (fits 100 columns)."""
     print(f"{'':<34} {'rows':>5} {'median APE':>11} {'p90 APE':>9} {'side of 1':>10}")
-    lines = [("all scored rows", summary), ("level (batch 1 or lowest rate, acceptance given)", summary["level"]),
+    lines = [("all scored rows", summary), ("level (batch 1 / lowest rate)", summary["level"]),
              ("shape (the rest)", summary["shape"])]
     for key, groups in summary["groups"].items():
         lines += [(f"{key}: {name}"[:34], m) for name, m in groups.items()]

@@ -1,0 +1,120 @@
+"""Engine integration: `ingest` (engine metrics, logs, stats and benchmark results -> CSV) and `advise`
+(the model's k per batch -> an engine's speculative configuration)."""
+
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import SpecError
+from .app import Json, app, choices, model_command, print_json, scenario, value
+from .model import _b
+
+FormatChoice = choices("FormatChoice", ("vllm-metrics", "vllm-log", "vllm-bench", "sglang-bench", "sglang-log",
+                                        "trtllm-stats"))
+EmitChoice = choices("EmitChoice", ("vllm", "sglang", "trtllm"))
+Files = Annotated[list[str], typer.Argument(metavar="FILE...", help="Engine metrics, logs, iteration stats or "
+                                                                   "benchmark results (one format).")]
+
+
+def _write_csv(rows, out):
+    import polars as pl
+
+    from ..outputs import io
+
+    io.make_parent(out)
+    io.write_bytes_atomic(out, pl.DataFrame(rows, infer_schema_length=None).write_csv().encode())
+
+
+@app.command()
+def ingest(files: Files,
+           out: Annotated[str, typer.Option(help="CSV to write: an acceptance summary (metrics, logs, stats) or "
+                                                 "measurement rows (benchmark results).")],
+           fmt: Annotated[Optional[FormatChoice], typer.Option("--format", help="Input format (default: detected "
+                                                                                "from the content).")] = None,
+           target: Annotated[Optional[str], typer.Option(help="Benchmark results: the target (measurement rows).")
+                             ] = None,
+           hardware: Annotated[Optional[str], typer.Option("--hardware", help="Benchmark results: the hardware.")
+                               ] = None,
+           drafter: Annotated[Optional[str], typer.Option(help="Benchmark results: the drafter kind.")] = None,
+           draft: Annotated[Optional[str], typer.Option(help="Benchmark results: the draft model or head.")] = None,
+           tp: Annotated[int, typer.Option(help="Benchmark results: the target's TP degree.")] = 1,
+           draft_tp: Annotated[Optional[int], typer.Option(help="Benchmark results: the drafter's TP degree.")] = None,
+           k: Annotated[Optional[int], typer.Option(help="Benchmark results without a draft length in them.")] = None,
+           weight_dtype: Annotated[str, typer.Option(help="Benchmark results: weight dtype.")] = "bf16",
+           as_json: Json = False):
+    """Read engine metrics, logs, iteration stats or benchmark results into a CSV: acceptance per batch
+    (tau, per-position rates) or measurement rows for `specjax validate` and `calibrate`."""
+    from ..inputs import ingest as _ingest
+
+    formats = {value(fmt)} if fmt else {_ingest.detect(f) for f in files}
+    if len(formats) > 1:
+        raise SpecError(f"files of several formats ({', '.join(sorted(formats))}); ingest one format at a time")
+    (form,) = formats
+    engine, kind = _ingest.FORMATS[form]
+    if kind == "acceptance":
+        rows = _ingest.acceptance(files, form)
+    else:
+        if not (target and hardware and drafter):
+            raise SpecError(f"{form} results become measurement rows: give --target, --hardware and --drafter "
+                            "(and --draft, --tp as served)")
+        results = [r for f in files for r in _ingest.bench_results(f, form)]
+        rows = _ingest.measurement_rows(_ingest.pair_results(results), form, target, hardware, drafter, draft, tp, k,
+                                        weight_dtype, draft_tp)
+    _write_csv(rows, out)
+    if as_json:
+        print_json(dict(format=form, engine=engine, kind=kind, rows=rows, out=out))
+        return
+    print(f"{form} ({engine}): {len(rows)} rows -> {out}")
+    if kind == "acceptance":
+        print(f"{'batch':>6} {'tau':>6} {'k':>3}  per-position rates")
+        for r in rows:
+            print(f"{_b(r['batch']):>6} {r['accepted_length']:>6.3f} {r['k'] or '-':>3}  {r['position_rates'] or '-'}")
+        last = rows[-1]
+        hint = f"--position-rates {last['position_rates']}" if last["position_rates"] else \
+            f"--accepted-length {last['accepted_length']:.3f}"
+        print(f"use it as {hint} (model commands), or in advise")
+    else:
+        print(f"check the model against them: specjax validate {out}")
+
+
+@model_command
+def advise(model,
+           emit: Annotated[Optional[EmitChoice], typer.Option(help="Engine whose configuration to print (default: "
+                                                                   "--engine, if it is one of them).")] = None,
+           max_num_seqs: Annotated[int, typer.Option(help="Largest batch served (the range is 1..N).", min=1,
+                                                     max=65536)] = 256,
+           k_max: Annotated[int, typer.Option(help="Largest draft length considered.", min=1, max=16)] = 8,
+           margin: Annotated[float, typer.Option(help="Speculation stays on only where the speedup is at least "
+                                                      "1 + margin (no flapping at a threshold).", min=0.0, max=1.0)
+                             ] = 0.03,
+           as_json: Json = False):
+    """The engine's speculative configuration for the served batch range: k per batch range from the model
+    (k = 0: off), as vLLM num_speculative_tokens_per_batch_size, TensorRT-LLM draft_len_schedule or SGLang
+    flags, with the expected speedup of each range."""
+    from .. import api
+    from ..engine import advise as _advise
+
+    sc = scenario(**model)
+    engine = value(emit) or (sc.engine if sc.engine in _advise.EMIT else "vllm")
+    ranges, table, best = _advise.schedule(sc, max_num_seqs, k_max, margin)
+    cfg, line, warnings = _advise.emit(engine, sc, ranges, table, best, max_num_seqs)
+    per_range = _advise.expected(ranges, table)
+    full = next((r["batches"][0] for r in per_range if r["off_because"] == "does_not_fit"), None)
+    if full is not None:
+        warnings.append(f"from batch {full} on the drafter does not fit in memory at any k (--max-num-seqs "
+                        f"{max_num_seqs} is more than this deployment holds with speculation)")
+    out = dict(emit=engine, config=cfg, command_line=line, ranges=per_range, margin=margin,
+               max_num_seqs=max_num_seqs, k_max=k_max, warnings=warnings, inputs=api.inputs(sc))
+    out["inputs"].pop("batch")
+    if as_json:
+        print_json(out)
+        return
+    print(f"{'batches':>13} {'k':>3} {'speedup min':>12} {'first':>7} {'last':>7}")
+    for r in out["ranges"]:
+        why = {"does_not_fit": "  off: does not fit in memory with the drafter",
+               "does_not_pay": f"  off: no k pays by {margin:.0%}"}.get(r["off_because"], "")
+        print(f"{r['batches'][0]:>6}-{r['batches'][1]:<6} {r['k']:>3} {r['speedup_min']:>12.3f} "
+              f"{r['speedup_first']:>7.3f} {r['speedup_last']:>7.3f}{why}")
+    print(f"\n{engine}: {line}")
+    for w in warnings:
+        print(f"warning: {w}")
