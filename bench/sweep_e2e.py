@@ -6,7 +6,11 @@ the ratio of the sweep's end-to-end rate to the bare kernel's rate on one chunk 
 chunking, transfers and Parquet writing cost). Last line: one JSON object with keys
 points, wall_s, points_per_s, peak_rss_bytes.
 
-Usage: python bench/sweep_e2e.py [--spec sweeps/big.toml] [--out DIR]
+With `--cache DIR` JAX's persistent compilation cache is on (as in `specjax sweep`); run twice with the
+same DIR for the cold and the warm wall time (`bench/startup.py` does). `kernel_share` is the bare
+kernel's time for the sweep's rows over the wall time.
+
+Usage: python bench/sweep_e2e.py [--spec sweeps/big.toml] [--out DIR] [--cache DIR]
 """
 
 import argparse
@@ -38,7 +42,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--spec", default=str(ROOT / "sweeps" / "big.toml"))
     ap.add_argument("--out", default=None)
+    ap.add_argument("--cache", default=None, help="compilation cache directory (default: off)")
     args = ap.parse_args()
+    if args.cache:
+        from specjax import runtime
+
+        runtime.enable_cache(args.cache)
     s = spec.load(args.spec)
     out = pathlib.Path(args.out) if args.out else pathlib.Path(tempfile.mkdtemp(prefix="specjax-e2e-"))
     t0 = time.perf_counter()
@@ -67,14 +76,17 @@ def main():
     print(f"{s.name}: {s.points:,} configurations ({s.rows:,} crossover rows x {s.batch_points} batch points), "
           f"{res['chunks_written']} chunks of {p.chunk:,} rows on {p.n_devices} {jax.default_backend()} device(s)")
     print(f"wall {wall:.2f} s (compile included), {s.points / wall:,.0f} points/s, {s.rows / wall:,.0f} rows/s")
-    print(f"bare kernel {kernel_rows_per_s:,.0f} rows/s; end-to-end / kernel = {s.rows / wall / kernel_rows_per_s:.2f}")
+    share = s.rows / kernel_rows_per_s / wall
+    print(f"bare kernel {kernel_rows_per_s:,.0f} rows/s; end-to-end / kernel = {s.rows / wall / kernel_rows_per_s:.2f} "
+          f"(the kernel is {share:.0%} of the wall time)")
     print(f"peak RSS {peak / 2**20:,.0f} MiB; output {len(files)} files, {size / 2**20:.1f} MiB; statuses {counts}")
     print(f"crossover batch: median {df['crossover_batch'].median():,.1f}, "
           f"share beyond memory {df['beyond_memory'].mean():.1%}")
     if not args.out:
         shutil.rmtree(out)
     print(json.dumps(dict(points=s.points, rows=s.rows, wall_s=wall, points_per_s=s.points / wall,
-                          peak_rss_bytes=peak, kernel_rows_per_s=kernel_rows_per_s, output_bytes=size,
+                          peak_rss_bytes=peak, kernel_rows_per_s=kernel_rows_per_s, kernel_share=share,
+                          output_bytes=size, cache=bool(args.cache),
                           devices=p.n_devices, backend=jax.default_backend(), polars=pl.__version__)))
 
 

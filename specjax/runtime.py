@@ -109,7 +109,7 @@ class Profile:
         run = max(wall - imported - trace - lower - comp, 0.0)
         where = cache_dir()
         return [f"profile: import {imported:.3f} s", f"profile: trace {trace:.3f} s", f"profile: lower {lower:.3f} s",
-                f"profile: compile {comp:.3f} s", f"profile: run and the rest {run:.3f} s",
+                f"profile: compile {comp:.3f} s", f"profile: run {run:.3f} s (and the rest)",
                 f"profile: total {wall:.3f} s",
                 f"profile: compilation cache {where if where else 'off'}: {self.events[self.HITS]} hits, "
                 f"{self.events[self.MISSES]} misses"]

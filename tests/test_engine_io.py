@@ -147,9 +147,14 @@ def test_advise_round_trips_through_point():
     assert cfg["method"] == "eagle3" and cfg["num_speculative_tokens_per_batch_size"] == ranges
     assert cfg["num_speculative_tokens"] == max(k for _, _, k in ranges)
     assert json.loads(line.split("'")[1]) == cfg and any("preset name" in w for w in warnings)
-    trt, _, _ = advise.emit("trtllm", sc, ranges, table, best, 256)
-    assert trt["decoding_type"] == "Eagle3" and trt["draft_len_schedule"]["1"] == ranges[0][2]
-    assert {int(b): k for b, k in trt["draft_len_schedule"].items()} == {f: k for f, _, k in ranges}
+    trt, _, trt_warn = advise.emit("trtllm", sc, ranges, table, best, 256)
+    sched = {int(b): k for b, k in trt["draft_len_schedule"].items()}
+    assert trt["decoding_type"] == "Eagle3" and sched[1] == trt["max_draft_len"] == ranges[0][2]
+    assert all(k <= sched[1] for k in sched.values())  # TensorRT-LLM: nothing drafts more than batch 1
+    assert sched == {f: min(k, ranges[0][2]) for f, _, k in advise._merge([[a, b, min(k, ranges[0][2])]
+                                                                          for a, b, k in ranges])}
+    if max(k for _, _, k in ranges) > ranges[0][2]:
+        assert any("caps every draft length" in w for w in trt_warn)
     sgl, flags, sgl_warn = advise.emit("sglang", sc, ranges, table, best, 256)
     assert sgl["speculative_num_draft_tokens"] == sgl["speculative_num_steps"] + 1
     assert "--speculative-num-steps" in flags and any("no batch switch" in w for w in sgl_warn)
@@ -167,3 +172,15 @@ def test_advise_cli_json(capsys):
     code, _, err = run(capsys, ["advise", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--draft-cost", "0.1",
                                 "--alpha", "0.7"])
     assert code == 2 and "has no engine configuration" in err
+
+
+def test_advise_over_a_request_rate_range(capsys):
+    args = ["advise", "--target", "llama-3-70b", "--hardware", "h100-sxm", "--tp", "4", "--drafter", "model", "--draft",
+            "qwama-0.5b", "--draft-tp", "1", "--alpha", "0.7", "--qps-max", "20", "--input-len", "220", "--output-len",
+            "200", "--json"]
+    code, text, err = run(capsys, args)
+    assert code == 0, err
+    r = json.loads(text)
+    top = max(r["served_by_qps"]["batch_base"], r["served_by_qps"]["batch_sd"])
+    assert r["ranges"][-1]["batches"][1] == r["max_num_seqs"] == -(-top // 1)  # the batches 20 req/s produces
+    assert r["served_by_qps"]["qps"] == 20

@@ -1,12 +1,14 @@
 """Engine integration: `ingest` (engine metrics, logs, stats and benchmark results -> CSV) and `advise`
 (the model's k per batch -> an engine's speculative configuration)."""
 
+import math
 from typing import Annotated, Optional
 
 import typer
 
 from ..errors import SpecError
-from .app import Json, app, choices, model_command, print_json, scenario, value
+from .app import (LOAD_DEFAULTS, InputLen, Json, OutputLen, app, choices, model_command, print_json, scenario,
+                  value)
 from .model import _b
 
 FormatChoice = choices("FormatChoice", ("vllm-metrics", "vllm-log", "vllm-bench", "sglang-bench", "sglang-log",
@@ -87,6 +89,10 @@ def advise(model,
            margin: Annotated[float, typer.Option(help="Speculation stays on only where the speedup is at least "
                                                       "1 + margin (no flapping at a threshold).", min=0.0, max=1.0)
                              ] = 0.03,
+           qps_max: Annotated[Optional[float], typer.Option(
+               help="Serve request rates up to this (requests/s): the range is the batches the serving model "
+                    "(MODEL.md 6) gives up to it, capped by --max-num-seqs.")] = None,
+           input_len: InputLen = LOAD_DEFAULTS["input_len"], output_len: OutputLen = LOAD_DEFAULTS["output_len"],
            as_json: Json = False):
     """The engine's speculative configuration for the served batch range: k per batch range from the model
     (k = 0: off), as vLLM num_speculative_tokens_per_batch_size, TensorRT-LLM draft_len_schedule or SGLang
@@ -96,6 +102,15 @@ def advise(model,
 
     sc = scenario(**model)
     engine = value(emit) or (sc.engine if sc.engine in _advise.EMIT else "vllm")
+    served_by = None
+    if qps_max is not None:  # the batches a rate range produces, with and without speculation
+        from ..cost import catalogue
+
+        catalogue.check("qps", qps_max)
+        load = scenario(**model, input_len=input_len, output_len=output_len, max_num_seqs=max_num_seqs)
+        (p,) = api.serve(load, [qps_max])["points"]
+        reached = max(b for b in (p["batch_base"], p["batch_sd"]) if b is not None)
+        max_num_seqs, served_by = max(1, min(max_num_seqs, math.ceil(reached))), p
     ranges, table, best = _advise.schedule(sc, max_num_seqs, k_max, margin)
     cfg, line, warnings = _advise.emit(engine, sc, ranges, table, best, max_num_seqs)
     per_range = _advise.expected(ranges, table)
@@ -103,7 +118,7 @@ def advise(model,
     if full is not None:
         warnings.append(f"from batch {full} on the drafter does not fit in memory at any k (--max-num-seqs "
                         f"{max_num_seqs} is more than this deployment holds with speculation)")
-    out = dict(emit=engine, config=cfg, command_line=line, ranges=per_range, margin=margin,
+    out = dict(emit=engine, config=cfg, command_line=line, ranges=per_range, margin=margin, served_by_qps=served_by,
                max_num_seqs=max_num_seqs, k_max=k_max, warnings=warnings, inputs=api.inputs(sc))
     out["inputs"].pop("batch")
     if as_json:
@@ -115,6 +130,9 @@ def advise(model,
                "does_not_pay": f"  off: no k pays by {margin:.0%}"}.get(r["off_because"], "")
         print(f"{r['batches'][0]:>6}-{r['batches'][1]:<6} {r['k']:>3} {r['speedup_min']:>12.3f} "
               f"{r['speedup_first']:>7.3f} {r['speedup_last']:>7.3f}{why}")
+    if served_by:
+        print(f"(batches 1..{max_num_seqs}: the running batch at {qps_max:g} req/s, without / with speculation "
+              f"{_b(served_by['batch_base'])} / {_b(served_by['batch_sd'])})")
     print(f"\n{engine}: {line}")
     for w in warnings:
         print(f"warning: {w}")

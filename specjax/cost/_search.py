@@ -48,7 +48,8 @@ def golden_min(f, lo, hi, iters):
         f_new = f(jnp.where(left, c2, d2))
         return a2, b2, c2, d2, jnp.where(left, f_new, fd), jnp.where(left, fc, f_new)
 
-    a, b, c, d, fc, fd = jax.lax.fori_loop(0, iters, body, (lo, hi, c, d, f(c), f(d)))
+    fc, fd = jax.vmap(f)(jnp.stack([c, d]))  # both first probes in one trace of f
+    a, b, c, d, fc, fd = jax.lax.fori_loop(0, iters, body, (lo, hi, c, d, fc, fd))
     return jnp.where(fc < fd, c, d), jnp.minimum(fc, fd)
 
 
@@ -99,15 +100,20 @@ def sign_changes(values, gap, x_max, n_grid, n_bisect, dtype, n_refine=2, refine
     u_in, g_in = ua, ga  # interior sample of every grid step: its left end (changes nothing) unless refined
     steps = jnp.arange(n_grid - 2)
     step_of = jnp.arange(n_grid - 1)
-    for _ in range(n_refine):  # the best remaining candidate each time (argmax and masks: no sort, no scatter)
+    picks = []
+    for _ in range(n_refine):  # the best remaining candidates (argmax and masks: no sort, no scatter)
         c = jnp.argmax(score)  # a local extremum at grid point c + 1
         score = jnp.where(steps == c, -jnp.inf, score)
-        ok = jnp.any((steps == c) & (is_min | is_max))
-        sign = jnp.where(jnp.any((steps == c) & is_max), -1.0, 1.0)  # a bump is a minimum of -g
-        um, hm = golden_min(lambda uu: sign * g_of(uu), u[c], u[c + 2], refine_iters)
-        k = jnp.where(um < u[c + 1], c, c + 1)  # the grid step the extremum lies in
-        at = (step_of == k) & ok
-        u_in, g_in = jnp.where(at, um, u_in), jnp.where(at, sign * hm, g_in)
+        picks.append(c)
+    if picks:  # refined together: one trace of g for all of them
+        cs = jnp.stack(picks)
+        signs = jnp.stack([jnp.where(jnp.any((steps == c) & is_max), -1.0, 1.0) for c in picks])  # bump: min of -g
+        ums, hms = jax.vmap(lambda c, sg: golden_min(lambda uu: sg * g_of(uu), u[c], u[c + 2], refine_iters))(cs, signs)
+        for i, c in enumerate(picks):
+            ok = jnp.any((steps == c) & (is_min | is_max))
+            k = jnp.where(ums[i] < u[c + 1], c, c + 1)  # the grid step the extremum lies in
+            at = (step_of == k) & ok
+            u_in, g_in = jnp.where(at, ums[i], u_in), jnp.where(at, signs[i] * hms[i], g_in)
     n = 2 * n_grid - 1
     us = jnp.concatenate([jnp.stack([ua, u_in], axis=1).reshape(-1), u[-1:]])  # u0, in0, u1, in1, ..., u_last
     gs = jnp.concatenate([jnp.stack([ga, g_in], axis=1).reshape(-1), g[-1:]])
@@ -126,7 +132,7 @@ def sign_changes(values, gap, x_max, n_grid, n_bisect, dtype, n_refine=2, refine
         js = jnp.concatenate([jnp.stack([j_first_down, j_last_down, j_first_up]), j_up, start_j])
     else:
         js = jnp.stack([j_first_down, j_last_down, j_first_up])
-    x = jnp.exp(jnp.stack([locate(js[i]) for i in range(js.shape[0])]))
+    x = jnp.exp(jax.vmap(locate)(js))  # every crossing in one batched bisection: the curve is traced once
     any_down, n_up = down.any(), jnp.sum(up)
     first_below = jnp.where(below[0], jnp.asarray(1.0, dtype), jnp.where(any_down, x[0], nan))
     if max_dips:

@@ -9,8 +9,9 @@ users see the engine flap between on and off), and merges equal neighbours into 
 - vllm: `--speculative-config` JSON with `method`, `model`, `num_speculative_tokens` (the largest k)
   and `num_speculative_tokens_per_batch_size` ([[1, 64, 3], [65, 96, 2], [97, max_num_seqs, 0]]);
 - trtllm: `speculative_config` with `decoding_type`, `max_draft_len` and `draft_len_schedule` ({first
-  batch of each range: k}, {1: max_draft_len} included), or `max_concurrency` where the schedule is one
-  k then off;
+  batch of each range: k}; TensorRT-LLM requires {1: max_draft_len}, so no range drafts more than batch 1
+  does: larger k are clamped, with the speedup that costs in a warning), or `max_concurrency` where the
+  schedule is one k then off;
 - sglang: one k for every batch (SGLang has no batch switch): `--speculative-num-steps k
   --speculative-eagle-topk 1 --speculative-num-draft-tokens k+1`, the k with the best geometric-mean
   speedup over the served batches, and a warning when speculation does not pay inside the range.
@@ -53,13 +54,19 @@ def schedule(scenario, max_num_seqs, k_max=8, margin=MARGIN, dtype=None):
     best_k = np.argmax(filled, axis=1) + 1
     best = filled[np.arange(len(batches)), best_k - 1]
     k_of = np.where(best >= 1.0 + margin, best_k, 0)
-    ranges = []
-    for b, k in zip(batches.astype(int), k_of):
-        if ranges and ranges[-1][2] == k:
-            ranges[-1][1] = int(b)
-        else:
-            ranges.append([int(b), int(b), int(k)])
+    ranges = _merge([[int(b), int(b), int(k)] for b, k in zip(batches.astype(int), k_of)])
     return ranges, table, np.where(np.isfinite(best), best, np.nan)
+
+
+def _merge(ranges):
+    """Neighbouring ranges with the same k as one."""
+    out = []
+    for first, last, k in ranges:
+        if out and out[-1][2] == k:
+            out[-1][1] = last
+        else:
+            out.append([first, last, k])
+    return out
 
 
 def expected(ranges, table):
@@ -114,16 +121,20 @@ def emit(engine, scenario, ranges, table, best, max_num_seqs):
         cfg = {"decoding_type": _method(scenario, _TRT_TYPE), "max_draft_len": max(k_top, 1)}
         if scenario.draft and scenario.drafter != "mtp":
             cfg["speculative_model"] = scenario.draft
+        k1 = ranges[0][2]
+        if k1 and k_top > k1:  # TensorRT-LLM: draft_len_schedule[1] = max_draft_len, so no range drafts more
+            clamped = _merge([[a, b, min(k, k1)] for a, b, k in ranges])
+            loss = max(1.0 - table[i - 1, min(k, k1) - 1] / table[i - 1, k - 1]
+                       for a, b, k in ranges if k > k1 for i in range(a, b + 1))
+            warnings.append(f"TensorRT-LLM caps every draft length at the one of batch 1 ({k1}); the ranges that "
+                            f"would draft {k_top} lose up to {loss:.1%} of their speedup")
+            ranges = clamped
+            cfg["max_draft_len"] = k1
         on = [r for r in ranges if r[2]]
         if len(on) == 1 and on[0][0] == 1 and on[0][1] < max_num_seqs:  # one k, then off: TRT's switch
             cfg["max_concurrency"] = on[0][1]
-        elif k_top:
-            sched = {str(first): k for first, _, k in ranges}
-            sched["1"] = max(sched.get("1", 0), ranges[0][2])
-            if ranges[0][2] != k_top:
-                warnings.append(f"TensorRT-LLM requires draft_len_schedule[1] = max_draft_len; the best k at batch 1 "
-                                f"is {ranges[0][2]}, below the largest {k_top}")
-            cfg["draft_len_schedule"] = sched
+        elif on:
+            cfg["draft_len_schedule"] = {str(first): k for first, _, k in ranges}
         return cfg, "speculative_config: " + json.dumps(cfg), warnings
     if engine == "sglang":
         with np.errstate(invalid="ignore", divide="ignore"):
