@@ -140,7 +140,7 @@ def _opt(hw, deploy, target, draft, dec, batches, batch_max, k_max, method):
         return o, step(*trees, dec.replace(batch=b, k=jnp.maximum(o.k_star, 1.0))).status
 
     per, status = jax.vmap(one)(batches)
-    env = _optimize.envelope(*trees, dec, k_max, batch_max)
+    env = _optimize.envelope(*trees, dec, k_max, batch_max, batched=True)
     mem = step(*trees, dec.replace(batch=jnp.ones_like(dec.batch), k=jnp.asarray(k_max, dec.k.dtype))).max_batch_sd
     return per, status, env.last_down, env.all_below, mem
 
@@ -215,13 +215,13 @@ AUTO_QPS = (0.01, 1.2)  # default rates: fractions of the larger sustainable rat
 @functools.partial(jax.jit, static_argnames=("relative",))
 def _serve(hw, deploy, tgt, draft, dec, qps, tpot_slo, ttft_slo, relative):
     m = _serving.sides(hw, deploy, tgt, draft, dec)
-    curve = _serving.rate_curve(hw, deploy, tgt, draft, dec)
+    curve = _serving.rate_curve(hw, deploy, tgt, draft, dec, batched=True)
     rates = qps * curve.qps_top if relative else qps
     per = jax.vmap(lambda q: _serving.serve(hw, deploy, tgt, draft, dec, q, model=m))(rates)
     return per, curve, _serving.max_qps_within(hw, deploy, tgt, draft, dec, tpot_slo, ttft_slo, m)
 
 
-_serve_sens = jax.jit(_serving.switch_off_sensitivity)
+_serve_sens = jax.jit(functools.partial(_serving.switch_off_sensitivity, batched=True))
 
 SERVE_SIDE = ("batch", "iteration_s", "tpot_s", "ttft_s", "e2e_s", "throughput_tok_s")
 SIDE_KEYS = {"batch": "batch", "iteration_s": "itl", "tpot_s": "tpot", "ttft_s": "ttft", "e2e_s": "e2e",

@@ -167,3 +167,23 @@ def test_seed_reproduces_headline_within_2_percent():
     assert api.point(dataclasses.replace(llama, batch=512.0))["speedup"] == pytest.approx(0.74, rel=0.02)
     assert api.crossover(llama)["crossover_batch"] == pytest.approx(224, rel=0.02)
     assert api.crossover(oss)["crossover_batch"] == pytest.approx(1981, rel=0.02)
+
+
+def test_batched_search_gives_the_sequential_numbers():
+    """`sign_changes(batched=True)` (one trace of the curve, for the CLI) and the sequential loops (sweeps)
+    locate the same crossings and dips on the dip-then-switch-off curve (float64)."""
+    from specjax.cost._search import sign_changes
+
+    sc = Scenario(target="gpt-oss-120b", hardware="h200", drafter="eagle", draft="eagle3-gpt-oss-120b", k=3,
+                  alpha=0.7, kv_dtype="fp8", engine="roofline")
+    hw, dep, t, d, dec = sc.build(F64)
+
+    def search(batched):
+        return jax.jit(lambda: sign_changes(lambda b: step(hw, dep, t, d, dec.replace(batch=b)).speedup,
+                                            lambda s: s - 1.0, 65536.0, 96, 40, F64, max_dips=4, batched=batched))()
+
+    a, b = search(True), search(False)
+    for field in ("first_below", "last_down", "first_up", "n_up", "dips_from", "dips_to"):
+        np.testing.assert_allclose(np.asarray(getattr(a, field)), np.asarray(getattr(b, field)), rtol=1e-12,
+                                   err_msg=field)
+    assert 1250 < float(a.last_down) < 1400 and int(a.n_up) == 1

@@ -48,8 +48,7 @@ def golden_min(f, lo, hi, iters):
         f_new = f(jnp.where(left, c2, d2))
         return a2, b2, c2, d2, jnp.where(left, f_new, fd), jnp.where(left, fc, f_new)
 
-    fc, fd = jax.vmap(f)(jnp.stack([c, d]))  # both first probes in one trace of f
-    a, b, c, d, fc, fd = jax.lax.fori_loop(0, iters, body, (lo, hi, c, d, fc, fd))
+    a, b, c, d, fc, fd = jax.lax.fori_loop(0, iters, body, (lo, hi, c, d, f(c), f(d)))
     return jnp.where(fc < fd, c, d), jnp.minimum(fc, fd)
 
 
@@ -70,7 +69,8 @@ class SignChanges(NamedTuple):
     samples: int          # points sampled (grid + refined extrema)
 
 
-def sign_changes(values, gap, x_max, n_grid, n_bisect, dtype, n_refine=2, refine_iters=16, max_dips=0):
+def sign_changes(values, gap, x_max, n_grid, n_bisect, dtype, n_refine=2, refine_iters=16, max_dips=0,
+                 batched=False):
     """Sign changes of g(x) = gap(values(x)) for x in [1, x_max] (see the module docstring).
 
     Args:
@@ -80,7 +80,10 @@ def sign_changes(values, gap, x_max, n_grid, n_bisect, dtype, n_refine=2, refine
       n_refine: discrete local extrema of g on the grid that are refined (those nearest to a sign
         change first); refine_iters golden-section steps each.
       max_dips: how many closed below-intervals to locate (static; 0 for sweeps).
-
+      batched: static; refine the extrema in one vmapped golden search and bisect every crossing in one
+        vmapped loop, so `values` is traced 5 times instead of 2 n_refine + 3 + 2 max_dips + 1: for one
+        curve (the CLI, where tracing is most of a warm run). Inside a vmapped sweep the sequential loops
+        run faster on a CPU (35% more rows/s measured), so sweeps keep them. Same numbers either way.
     Returns:
       `SignChanges`.
     """
@@ -104,16 +107,21 @@ def sign_changes(values, gap, x_max, n_grid, n_bisect, dtype, n_refine=2, refine
     for _ in range(n_refine):  # the best remaining candidates (argmax and masks: no sort, no scatter)
         c = jnp.argmax(score)  # a local extremum at grid point c + 1
         score = jnp.where(steps == c, -jnp.inf, score)
-        picks.append(c)
-    if picks:  # refined together: one trace of g for all of them
-        cs = jnp.stack(picks)
-        signs = jnp.stack([jnp.where(jnp.any((steps == c) & is_max), -1.0, 1.0) for c in picks])  # bump: min of -g
-        ums, hms = jax.vmap(lambda c, sg: golden_min(lambda uu: sg * g_of(uu), u[c], u[c + 2], refine_iters))(cs, signs)
-        for i, c in enumerate(picks):
-            ok = jnp.any((steps == c) & (is_min | is_max))
-            k = jnp.where(ums[i] < u[c + 1], c, c + 1)  # the grid step the extremum lies in
-            at = (step_of == k) & ok
-            u_in, g_in = jnp.where(at, ums[i], u_in), jnp.where(at, signs[i] * hms[i], g_in)
+        picks.append((c, jnp.where(jnp.any((steps == c) & is_max), -1.0, 1.0)))  # a bump is a minimum of -g
+
+    def refine(c, sign):
+        return golden_min(lambda uu: sign * g_of(uu), u[c], u[c + 2], refine_iters)
+
+    if batched and picks:
+        ums, hms = jax.vmap(refine)(*(jnp.stack(x) for x in zip(*picks)))
+        found = [(ums[i], hms[i]) for i in range(len(picks))]
+    else:
+        found = [refine(c, sign) for c, sign in picks]
+    for (c, sign), (um, hm) in zip(picks, found):
+        ok = jnp.any((steps == c) & (is_min | is_max))
+        k = jnp.where(um < u[c + 1], c, c + 1)  # the grid step the extremum lies in
+        at = (step_of == k) & ok
+        u_in, g_in = jnp.where(at, um, u_in), jnp.where(at, sign * hm, g_in)
     n = 2 * n_grid - 1
     us = jnp.concatenate([jnp.stack([ua, u_in], axis=1).reshape(-1), u[-1:]])  # u0, in0, u1, in1, ..., u_last
     gs = jnp.concatenate([jnp.stack([ga, g_in], axis=1).reshape(-1), g[-1:]])
@@ -132,7 +140,10 @@ def sign_changes(values, gap, x_max, n_grid, n_bisect, dtype, n_refine=2, refine
         js = jnp.concatenate([jnp.stack([j_first_down, j_last_down, j_first_up]), j_up, start_j])
     else:
         js = jnp.stack([j_first_down, j_last_down, j_first_up])
-    x = jnp.exp(jax.vmap(locate)(js))  # every crossing in one batched bisection: the curve is traced once
+    if batched:  # every crossing in one vmapped bisection: the curve is traced once for all of them
+        x = jnp.exp(jax.vmap(locate)(js))
+    else:
+        x = jnp.exp(jnp.stack([locate(js[i]) for i in range(js.shape[0])]))
     any_down, n_up = down.any(), jnp.sum(up)
     first_below = jnp.where(below[0], jnp.asarray(1.0, dtype), jnp.where(any_down, x[0], nan))
     if max_dips:

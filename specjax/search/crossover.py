@@ -81,7 +81,8 @@ def find(hw, deploy, target, draft, dec, batch_max=65536.0, n_grid=N_GRID, n_bis
     dtype = float_dtype(dec.alpha)
     n_bisect = n_bisect or bisect_steps(dtype)
     c = sign_changes(lambda b: step(hw, deploy, target, draft, dec.replace(batch=b)), lambda r: r.speedup - 1.0,
-                     batch_max, n_grid, n_bisect, dtype, n_refine=N_REFINE, max_dips=max_dips)
+                     batch_max, n_grid, n_bisect, dtype, n_refine=N_REFINE, max_dips=max_dips,
+                     batched=max_dips > 0)  # one curve with its dips located (the CLI): trace it once
     s1, mb_sd = c.outputs.speedup[0], c.outputs.max_batch_sd[0]
     status = curve_status(c)
     b_off = c.last_down

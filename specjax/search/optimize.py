@@ -116,10 +116,11 @@ def switch_off_batch(hw, deploy, target, draft, dec, k_max=16, batch_max=65536.0
     return envelope(hw, deploy, target, draft, dec, k_max, batch_max, n_grid, n_bisect).last_down
 
 
-def envelope(hw, deploy, target, draft, dec, k_max=16, batch_max=65536.0, n_grid=96, n_bisect=None):
-    """`_search.SignChanges` of max_k S(B, k) - 1 on [1, batch_max]."""
+def envelope(hw, deploy, target, draft, dec, k_max=16, batch_max=65536.0, n_grid=96, n_bisect=None, batched=False):
+    """`_search.SignChanges` of max_k S(B, k) - 1 on [1, batch_max] (`batched`: see `sign_changes`)."""
     return sign_changes(lambda x: best_speedup(hw, deploy, target, draft, dec, x, k_max), lambda env: env - 1.0,
-                        batch_max, n_grid, n_bisect or bisect_steps(float_dtype(dec.alpha)), float_dtype(dec.alpha))
+                        batch_max, n_grid, n_bisect or bisect_steps(float_dtype(dec.alpha)), float_dtype(dec.alpha),
+                        batched=batched)
 
 
 TREE_TOKENS = (3, 4, 6, 8, 10, 12, 16, 21, 24, 32, 48, 64)  # verify widths tried for trees (SGLang-like)

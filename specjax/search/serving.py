@@ -209,17 +209,18 @@ class RateCurve(NamedTuple):
     qps_top: float              # max(max_qps_base, max_qps_sd): the search ends just inside it
 
 
-def rate_curve(hw, deploy, target, draft, dec, n_grid=N_GRID):
+def rate_curve(hw, deploy, target, draft, dec, n_grid=N_GRID, batched=False):
     """Search the TPOT ratio on [lambda_top / QPS_SPAN, lambda_top] for its sign changes (the crossover
     search of MODEL.md 3, over rates; the top end just inside the larger capacity, so that beyond the
-    smaller one a side that saturates alone is seen): a `RateCurve`."""
+    smaller one a side that saturates alone is seen): a `RateCurve`. `batched`: one trace of the curve
+    (for one answer; see `_search.sign_changes`)."""
     dtype = float_dtype(dec.alpha)
     m = sides(hw, deploy, target, draft, dec)
     lam_b, lam_s = capacities(hw, deploy, target, draft, dec, m)
     top = jnp.maximum(lam_b, lam_s)
     low = top * (1.0 - 1e-4) / QPS_SPAN  # the last rate searched: just inside the larger capacity
     c = sign_changes(lambda x: serve(hw, deploy, target, draft, dec, low * x, model=m), pays, QPS_SPAN, n_grid,
-                     _crossover.bisect_steps(dtype), dtype, n_refine=0)
+                     _crossover.bisect_steps(dtype), dtype, n_refine=0, batched=batched)
     ok = top > 0
     nan = jnp.asarray(jnp.nan, dtype)
     return RateCurve(switch_off_qps=jnp.where(ok, c.last_down * low, nan),
@@ -249,7 +250,7 @@ def max_qps_within(hw, deploy, target, draft, dec, tpot_slo=jnp.inf, ttft_slo=jn
     return lam[0], lam[1]
 
 
-def switch_off_sensitivity(hw, deploy, target, draft, dec, n_grid=N_GRID):
+def switch_off_sensitivity(hw, deploy, target, draft, dec, n_grid=N_GRID, batched=False):
     """The rate curve and d switch_off_qps / d(every sensitivity input) (implicit function theorem).
 
     Where the TPOT ratio crosses 1 at lambda*, g(lambda, theta) = ratio - 1 = 0 and
@@ -263,7 +264,7 @@ def switch_off_sensitivity(hw, deploy, target, draft, dec, n_grid=N_GRID):
     """
     from . import sensitivity as _sensitivity
 
-    rc = rate_curve(hw, deploy, target, draft, dec, n_grid)
+    rc = rate_curve(hw, deploy, target, draft, dec, n_grid, batched)
     lam = jax.lax.stop_gradient(jnp.where(jnp.isfinite(rc.switch_off_qps), rc.switch_off_qps, rc.qps_top))
     at_edge = jnp.abs(lam - rc.max_qps_sd) <= 1e-5 * lam  # the bisection pins an edge to ~1e-7
 
