@@ -9,14 +9,9 @@ Usage: python bench/autodiff.py [--points N]
 
 import argparse
 import json
-import os
-import pathlib
-import sys
 import time
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           f" --xla_force_host_platform_device_count={os.cpu_count()}").strip()
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from common import ROOT, best_of  # noqa: E402,F401  (first: sets XLA_FLAGS before jax)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

@@ -10,15 +10,9 @@ The last line printed is one JSON object.
 
 import argparse
 import json
-import os
-import pathlib
-import sys
 import time
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           f" --xla_force_host_platform_device_count={os.cpu_count()}").strip()
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
+from common import ROOT, best_of  # noqa: E402,F401  (first: sets XLA_FLAGS before jax)
 
 import numpy as np  # noqa: E402
 

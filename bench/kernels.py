@@ -10,21 +10,14 @@ over_pure (its JAX rate / the pure kernel's) and max_rel_diff.
 
 import argparse
 import json
-import os
-import pathlib
-import sys
-import time
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           f" --xla_force_host_platform_device_count={os.cpu_count()}").strip()
+from common import ROOT, best_of  # noqa: E402,F401  (first: sets XLA_FLAGS before jax)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 
 import numpy_reference as npref  # noqa: E402
 import reference as ref  # noqa: E402
@@ -45,14 +38,6 @@ VARIANTS = {  # name -> (Scenario keywords, numpy keywords, fixed k or None)
                           dict(lay=dict(tp=1.0, ep=8.0, dp=8.0)), None),
 }
 
-
-def best_of(fn, repeats=3):
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def main():

@@ -14,33 +14,19 @@ The last line printed is one JSON object.
 
 import argparse
 import json
-import os
-import pathlib
-import sys
-import time
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           f" --xla_force_host_platform_device_count={os.cpu_count()}").strip()
+from common import ROOT, best_of  # noqa: E402,F401  (first: sets XLA_FLAGS before jax)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from specjax.cost.speculative import step  # noqa: E402
 from specjax.inputs.scenario import Scenario  # noqa: E402
 from specjax.search import serving  # noqa: E402
 
-
-def best_of(fn, repeats=3):
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def main():

@@ -15,19 +15,14 @@ Usage: python bench/sweep_e2e.py [--spec sweeps/big.toml] [--out DIR] [--cache D
 
 import argparse
 import json
-import os
 import pathlib
 import resource
 import shutil
-import sys
 import tempfile
 import time
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           f" --xla_force_host_platform_device_count={os.cpu_count()}").strip()
+from common import ROOT, best_of  # noqa: E402,F401  (first: sets XLA_FLAGS before jax)
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

@@ -9,23 +9,15 @@ The last line printed is one JSON object: points, jax_per_s, numpy_per_s, python
 
 import argparse
 import json
-import os
-import pathlib
-import sys
 import time
 
-# One XLA host device per core, so the CPU backend runs the sharded kernel on every core
-# (on a GPU machine this only affects the host platform).
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           f" --xla_force_host_platform_device_count={os.cpu_count()}").strip()
+from common import ROOT, best_of  # noqa: E402,F401  (first: sets XLA_FLAGS before jax)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 
 import numpy_reference as npref  # noqa: E402
 import reference as ref  # noqa: E402
@@ -33,14 +25,6 @@ import reference as ref  # noqa: E402
 from specjax.inputs import hardware, models  # noqa: E402
 from specjax.cost.speculative import Decode, Deployment, step  # noqa: E402
 
-
-def best_of(fn, repeats=3):
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
 
 
 def matmul_peak(n=2048):
