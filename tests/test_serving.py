@@ -247,6 +247,10 @@ def test_serve_and_switch_off_qps_sweeps_match_the_api(tmp_path):
     sweep.run(s, tmp_path / "a")
     df = io.read_results(tmp_path / "a").collect().sort("output_len_tokens", "qps_req_s")
     assert df.height == 6 and "context_tokens" not in df.columns
+    from specjax.outputs import report
+
+    figs = report.serving_figures(df, tmp_path / "figs")  # the report draws one figure per pair
+    assert len(figs) == 1 and "<svg" in figs[0][1] and "output_len" not in figs[0][0]
     want = {o: api.serve(Scenario(**{**BLOG, "output_len": o}), [1.0, 18.0, 40.0]) for o in (128, 256)}
     for row in df.iter_rows(named=True):
         p = want[row["output_len_tokens"]]["points"][[1.0, 18.0, 40.0].index(row["qps_req_s"])]

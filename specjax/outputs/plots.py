@@ -378,8 +378,9 @@ def serving_figure(df, marks, title="Serving load: TPOT and batch vs request rat
     speculation); rates a side cannot sustain are left out (its queue grows)."""
     fig, (top, bottom) = _subplots(2, 1, figsize=(8.4, 7.0), sharex=True, layout="constrained")
     rows = []
-    caps = {round(m["max_qps_base"] or 0.0, 6) for m in marks.values()}
-    shared = len(marks) > 1 and len(caps) == 1  # one baseline for every series (they differ in the drafter only)
+    bases = [tuple(np.round(g.sort("qps")["tpot_base_s"].to_numpy(), 12)) for _, g in
+             df.group_by("label", maintain_order=True)]
+    shared = len(bases) > 1 and len(set(bases)) == 1  # one baseline for every series (they differ in the drafter)
     for j, (label, g) in enumerate(df.group_by("label", maintain_order=True)):
         label = label[0] if isinstance(label, tuple) else label
         color, m = OKABE_ITO[j % len(OKABE_ITO)], marks[label]

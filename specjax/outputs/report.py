@@ -80,13 +80,18 @@ def figures(df, spec, out_dir):
             figs.append((f"Switch-off batch B_off over {varying[0]} x {varying[1]} ({h}, {p}); median over the other "
                          "axes; cells without one coloured by the status of their curve.",
                          _svg(fig, out_dir, f"crossover-{h}-{p}")))
+    if "speedup_tpot" in cols and "qps_req_s" in cols:
+        figs += serving_figures(df, out_dir)
     elast = [c for c in cols if c.startswith("elasticity_")]
     if elast:
         res = {}
         for (p,), g in df.group_by(["pair"], maintain_order=True):
             res[p] = {c.removeprefix("elasticity_"): g[c].median() for c in elast}
-        fig, _ = plots.sensitivity_figure(res)
-        figs.append(("Median elasticity of the switch-off batch B_off per input (over the grid points that have one).",
+        rate = spec.reduce == "switch_off_qps"
+        what, short = ("the switch-off request rate", "the switch-off rate") if rate else \
+            ("the switch-off batch B_off", "B_off")
+        fig, _ = plots.sensitivity_figure(res, title=f"What moves {what}", of=short)
+        figs.append((f"Median elasticity of {what} per input (over the grid points that have one).",
                      _svg(fig, out_dir, "sensitivity")))
     if "k_star" in cols and "batch_seqs" in cols and "alpha" in cols:
         for (h, p), g in df.group_by(["hardware", "pair"], maintain_order=True):
@@ -95,6 +100,39 @@ def figures(df, spec, out_dir):
             fig, _ = plots.optimal_k_figure(kd, title=f"Best draft length k*: {h}, {p}")
             figs.append((f"Optimal draft length vs batch ({h}, {p}).", _svg(fig, out_dir, f"optimal-k-{h}-{p}")))
     return figs
+
+
+MAX_SERIES = 8  # lines per serving figure (one colour each); more are split by the first varying axis
+
+
+def serving_figures(df, out_dir):
+    """TPOT and batch vs request rate for a `serve` sweep, per (hardware, pair): one line pair per
+    combination of the other varying axes, at most `MAX_SERIES` per figure; the switch-off rate is the
+    grid's last crossing of the TPOT ratio (`plots.crossings`)."""
+    out = []
+    axes = [i.column for i in catalogue.AXES.values() if i.column in df.columns and i.column != "qps_req_s"
+            and df[i.column].n_unique() > 1]
+    for (h, p), g in df.group_by(["hardware", "pair"], maintain_order=True):
+        split = axes[:1] if g.select(axes).unique().height > MAX_SERIES and axes else []
+        for key, part in (part_ for part_ in (g.group_by(split, maintain_order=True) if split else [((), g)])):
+            series = [a for a in axes if a not in split]
+            frames, marks = [], {}
+            for sk, sg in (part.group_by(series, maintain_order=True) if series else [((), part)]):
+                label = ", ".join(f"{plots.LABELS.get(a, a)}={v:g}" for a, v in zip(series, sk)) or p
+                sg = sg.sort("qps_req_s")
+                off, _, _ = plots.crossings(sg["qps_req_s"].to_numpy(), sg["speedup_tpot"].to_numpy())
+                marks[label] = dict(switch_off_qps=off, max_qps_base=None, max_qps_sd=None,
+                                    curve_status="stops_paying" if off else "helps_throughout")
+                frames.append(sg.select(pl.col("qps_req_s").alias("qps"), "tpot_base_s", "tpot_sd_s", "batch_base",
+                                        "batch_sd", "speedup_tpot", pl.col("status").cast(pl.String))
+                              .with_columns(pl.lit(label).alias("label")))
+            where = ", ".join([h, p] + [f"{plots.LABELS.get(a, a)}={v:g}" for a, v in zip(split, key)])
+            fig, _ = plots.serving_figure(pl.concat(frames), marks, title=f"TPOT and batch vs request rate: {where}")
+            name = "serving-" + "-".join(str(x) for x in (h, p, *key))
+            out.append((f"Serving load ({where}): TPOT and running batch vs request rate, without (dashed) and with "
+                        "(solid) speculation; dotted: the rate where the TPOT ratio falls below 1 on the grid.",
+                        _svg(fig, out_dir, name)))
+    return out
 
 
 def write(spec, data_dir, out):
