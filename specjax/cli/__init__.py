@@ -1,5 +1,6 @@
-"""Command line: `specjax point | crossover | sensitivity | optimize | sweep | report | validate |
-calibrate | plot | presets | seed`.
+"""Command line: `specjax point | crossover | sensitivity | optimize | serve | sweep | report | validate |
+calibrate | ingest | advise | plot | presets | seed`, with the global `--profile`, `--no-cache` and
+`--cache-dir` (before the command).
 
 Each command gathers options into a `Scenario` (or a spec / CSV), calls one library function and
 prints a table, or one JSON object with `--json`. Bad input: one line on stderr, exit code 2.
