@@ -15,6 +15,7 @@ import io
 import json
 import pathlib
 import random
+import re
 import sys
 import tempfile
 import time
@@ -84,14 +85,43 @@ def mutate_csv(rng, text):
     return "\n".join([header] + out) + "\n"
 
 
+HOSTILE = ["", "-1", "0", "nan", "inf", "1e308", "abc", "2.5", '"', "9" * 40, "null", "[]", "{}", "true"]
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
+
+
+def mutate_lines(rng, text):
+    """An engine log, metrics scrape or JSON-lines file with a few numbers, keys or lines damaged."""
+    lines = text.splitlines()
+    for _ in range(rng.randint(1, 4)):
+        if not lines:
+            break
+        i = rng.randrange(len(lines))
+        r = rng.random()
+        if r < 0.5:  # a number replaced by a hostile token
+            nums = list(NUMBER.finditer(lines[i]))
+            if nums:
+                m = rng.choice(nums)
+                lines[i] = lines[i][:m.start()] + rng.choice(HOSTILE) + lines[i][m.end():]
+        elif r < 0.7:
+            lines[i] = lines[i][:rng.randrange(len(lines[i]) + 1)]  # truncated
+        elif r < 0.85:
+            del lines[i]
+        else:
+            lines.insert(i, lines[i])  # duplicated
+    return "\n".join(lines) + ("\n" if rng.random() < 0.9 else "")
+
+
 def cases(rng, tmp):
     """(label, argv) generators for each input kind, reading seeds from the shipped files."""
     models = sorted((ROOT / "specjax" / "presets" / "models").glob("*.json"))
     hws = sorted((ROOT / "specjax" / "presets" / "hardware").glob("*.toml"))
     specs = [ROOT / "tests" / "data" / "tiny.toml"]
     csvs = [ROOT / "data" / "measured" / "public.csv", ROOT / "data" / "measured" / "step_times.csv"]
+    engines = sorted((ROOT / "tests" / "data" / "engines").iterdir())
+    model = ["--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "eagle", "--draft",
+             "eagle3-llama-3.1-8b"]
     while True:
-        kind = rng.choice(["config", "draft", "hardware", "spec", "csv"])
+        kind = rng.choice(["config", "draft", "hardware", "spec", "csv", "engine", "serve"])
         path = tmp / f"in-{rng.randrange(10**9)}"
         if kind in ("config", "draft"):
             cfg = json.loads(rng.choice(models).read_text())
@@ -110,6 +140,24 @@ def cases(rng, tmp):
             path = path.with_suffix(".toml")
             path.write_text(mutate_toml(rng, rng.choice(specs).read_text()))
             yield kind, ["sweep", str(path), "--out", str(tmp / f"out-{rng.randrange(10**9)}"), "--quiet", "--json"]
+        elif kind == "engine":  # engine metrics, logs, stats and results -> ingest (with or without --format)
+            src = rng.choice(engines)
+            path = path.with_suffix(src.suffix)
+            path.write_text(mutate_lines(rng, src.read_text()))
+            extra = ["--format", rng.choice(["vllm-metrics", "vllm-log", "sglang-log", "trtllm-stats", "vllm-bench",
+                                             "sglang-bench"])] if rng.random() < 0.3 else []
+            yield kind, ["ingest", str(path), *extra, *model, "--k", "3", "--out", str(tmp / "ingest.csv"), "--json"]
+        elif kind == "serve":  # serving flags, some hostile
+            flags = {"--qps": rng.choice(["1", "0.001", "1e6", "0", "-1", "nan", "abc"]),
+                     "--input-len": rng.choice(["1", "1024", "1e7", "0", "1e9"]),
+                     "--output-len": rng.choice(["1", "128", "1e7", "0", "-5"]),
+                     "--max-num-seqs": rng.choice(["1", "256", "0", "1e9", "2.5"]),
+                     "--tpot-slo": rng.choice(["0.02", "1e-9", "0", "-1", "inf"])}
+            argv = ["serve", *model, "--alpha", "0.7", "--k", "3", "--json"]
+            for f, v in flags.items():
+                if rng.random() < 0.6:
+                    argv += [f, v]
+            yield kind, argv
         else:
             path = path.with_suffix(".csv")
             path.write_text(mutate_csv(rng, rng.choice(csvs).read_text()))
@@ -151,7 +199,8 @@ def main_():
             counts.setdefault(kind, {}).setdefault(verdict, 0)
             counts[kind][verdict] += 1
             if verdict == "crash":
-                src = pathlib.Path(next(a for a in argv if a.startswith(str(tmp)))).read_text()[:2000]
+                named = [a for a in argv if a.startswith(str(tmp)) and pathlib.Path(a).is_file()]
+                src = pathlib.Path(named[0]).read_text()[:2000] if named else " ".join(argv)
                 crashes.append(dict(kind=kind, argv=argv, detail=detail, input=src))
     total = sum(sum(v.values()) for v in counts.values())
     for kind, v in sorted(counts.items()):
