@@ -78,6 +78,12 @@ def main():
     df = plots.from_sweep(tmp / "self_spec").filter(pl.col("pair") == "llama-3.1-8b.self-512")
     fig, _ = plots.speedup_figure(df, title="Self-speculation, Llama-3.1-8B on H200, draft KV budget 512 tokens")
     plots.save(fig, docs / "self_spec")
+    # serving load: the vLLM blog's scenario (README "Serving load")
+    blog = dict(target="llama-3-70b", hardware="h100-sxm", drafter="model", draft="qwama-0.5b", tp=4, draft_tp=1,
+                k=4, engine="vllm", input_len=220, output_len=200)
+    fig, _ = plots.serving_figure(*curves.serving_grid({f"llama-3-70b | alpha={a:g}": Scenario(**blog, alpha=a)
+                                                        for a in (0.5, 0.6, 0.7)}))
+    plots.save(fig, docs / "serving")
     data = ROOT / "data" / "measured"
     rows = measured.load(data / "public.csv") + measured.load(data / "step_times.csv")
     pure, s0 = validate.evaluate(rows, "roofline")
