@@ -212,26 +212,16 @@ def optimize(scenario, batches, k_max=16, batch_max=65536.0, dtype=None, method=
 AUTO_QPS = (0.01, 1.2)  # default rates: fractions of the larger sustainable rate, log-spaced
 
 
-@functools.partial(jax.jit, static_argnames=("relative",))
-def _serve(hw, deploy, tgt, draft, dec, qps, tpot_slo, ttft_slo, relative):
+@functools.partial(jax.jit, static_argnames=("relative", "sensitivity"))
+def _serve(hw, deploy, tgt, draft, dec, qps, tpot_slo, ttft_slo, relative, sensitivity):
     m = _serving.sides(hw, deploy, tgt, draft, dec)
-    curve = _serving.rate_curve(hw, deploy, tgt, draft, dec, batched=True)
+    if sensitivity:  # the rate curve with the elasticities of its switch-off rate
+        curve, deriv, elast = _serving.switch_off_sensitivity(hw, deploy, tgt, draft, dec, batched=True)
+    else:
+        (curve, deriv, elast) = _serving.rate_curve(hw, deploy, tgt, draft, dec, batched=True), None, None
     rates = qps * curve.qps_top if relative else qps
     per = jax.vmap(lambda q: _serving.serve(hw, deploy, tgt, draft, dec, q, model=m))(rates)
-    return per, curve, _serving.max_qps_within(hw, deploy, tgt, draft, dec, tpot_slo, ttft_slo, m)
-
-
-_serve_sens = jax.jit(functools.partial(_serving.switch_off_sensitivity, batched=True))
-
-SERVE_SIDE = ("batch", "iteration_s", "tpot_s", "ttft_s", "e2e_s", "throughput_tok_s")
-SIDE_KEYS = {"batch": "batch", "iteration_s": "itl", "tpot_s": "tpot", "ttft_s": "ttft", "e2e_s": "e2e",
-             "throughput_tok_s": "throughput"}  # Side field -> JSON stem (stem_base_s, stem_sd_s, ...)
-
-
-def _side_key(field, which):
-    stem = SIDE_KEYS[field]
-    unit = "" if field == "batch" else ("_tok_s" if field == "throughput_tok_s" else "_s")
-    return f"{stem}_{which}{unit}"
+    return per, curve, _serving.max_qps_within(hw, deploy, tgt, draft, dec, tpot_slo, ttft_slo, m), deriv, elast
 
 
 def serve(scenario, qps=None, tpot_slo=None, ttft_slo=None, sensitivity=False, dtype=None, points=13):
@@ -245,16 +235,15 @@ def serve(scenario, qps=None, tpot_slo=None, ttft_slo=None, sensitivity=False, d
     relative = qps is None
     rates = np.asarray(np.geomspace(*AUTO_QPS, points) if relative else qps, dtype=f)
     inf = np.asarray(np.inf, f)
-    per, curve, (slo_b, slo_s) = _serve(hw, deploy, tgt, draft, dec, rates,
-                                       inf if tpot_slo is None else np.asarray(tpot_slo, f),
-                                       inf if ttft_slo is None else np.asarray(ttft_slo, f), relative)
+    per, curve, (slo_b, slo_s), deriv, elast = _serve(hw, deploy, tgt, draft, dec, rates,
+                                                     inf if tpot_slo is None else np.asarray(tpot_slo, f),
+                                                     inf if ttft_slo is None else np.asarray(ttft_slo, f), relative,
+                                                     bool(sensitivity))
     rows = []
     for i in range(rates.shape[0]):
         st = Serving(int(per.status[i]))
-        row = {"qps": finite_or_none(per.qps[i])}
-        for which, s in (("base", per.base), ("sd", per.sd)):
-            for field in SERVE_SIDE:
-                row[_side_key(field, which)] = finite_or_none(getattr(s, field)[i])
+        row = {"qps": finite_or_none(per.qps[i]),
+               **{k: finite_or_none(v[i]) for k, v in _serving.side_columns(per).items()}}
         row.update(speedup_tpot=finite_or_none(per.speedup_tpot[i]), ratio_e2e=finite_or_none(per.ratio_e2e[i]),
                    status_base=st.side(False), status_sd=st.side(True), status=st.label)
         rows.append(row)
@@ -269,7 +258,6 @@ def serve(scenario, qps=None, tpot_slo=None, ttft_slo=None, sensitivity=False, d
         out["slo"] = dict(tpot_s=tpot_slo, ttft_s=ttft_slo, max_qps_base=finite_or_none(slo_b),
                           max_qps_sd=finite_or_none(slo_s))
     if sensitivity:
-        _, deriv, elast = _serve_sens(hw, deploy, tgt, draft, dec)
         clean = lambda d: {k: finite_or_none(v) for k, v in d.items()}  # noqa: E731
         out["elasticities"] = dict(sorted(clean(elast).items(), key=lambda kv: -abs(kv[1] or 0.0)))
         out["derivatives"] = clean(deriv)

@@ -138,7 +138,7 @@ def test_switch_off_rate_and_slo_search():
 def test_a_rate_that_only_speculation_cannot_sustain_does_not_pay():
     """A side whose queue grows where the other's does not loses, whatever its TPOT ratio says."""
     def side(sat):
-        return serving.Side(*(F64(1.0),) * 7, saturated=jnp.asarray(sat), fits=jnp.asarray(True))
+        return serving.Side(*(F64(1.0),) * 6, saturated=jnp.asarray(sat), fits=jnp.asarray(True))
 
     def served(sat_base, sat_sd, ratio):
         return serving.Served(F64(1.0), side(sat_base), side(sat_sd), F64(ratio), F64(1.0), F64(2.0), 0)

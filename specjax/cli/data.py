@@ -15,11 +15,13 @@ from .app import (DEFAULT_ENGINE, LOAD_DEFAULTS, ChunkTokens, Context, Draft, Dr
 
 
 def _writetable(df, path):
+    """Write a table to PATH (.csv or .parquet), atomically, its folder created."""
     from ..outputs import io
 
     p = pathlib.Path(path)
     if p.suffix not in (".csv", ".parquet"):
         raise SpecError(f"out={path!r}; expected a .csv or .parquet file name")
+    io.make_parent(p)
     if p.suffix == ".csv":
         io.write_bytes_atomic(p, df.write_csv().encode())
     else:
@@ -204,6 +206,8 @@ def plot(kind: Annotated[PlotKind, typer.Argument(help="What to draw.")],
         if not 0 <= a <= 1:
             raise SpecError(f"alpha={a!r}; expected 0 <= alpha <= 1")
 
+    load = dict(input_len=input_len, output_len=output_len, max_num_seqs=max_num_seqs, chunk_tokens=chunk_tokens)
+
     def scenarios(needs_alpha=True):
         """{label: Scenario} for every target x hardware x alpha given."""
         if not target or not hardware:
@@ -230,8 +234,6 @@ def plot(kind: Annotated[PlotKind, typer.Argument(help="What to draw.")],
                                           weight_dtype=weight_dtype, expert_dtype=expert_dtype,
                                           **(load if kind == "serving" else {}))
         return out
-
-    load = dict(input_len=input_len, output_len=output_len, max_num_seqs=max_num_seqs, chunk_tokens=chunk_tokens)
 
     if kind in ("speedup", "crossover-map") and source:
         if not pathlib.Path(source).is_dir():

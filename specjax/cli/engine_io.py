@@ -9,6 +9,7 @@ import typer
 from ..errors import SpecError
 from .app import (LOAD_DEFAULTS, InputLen, Json, OutputLen, app, choices, model_command, print_json, scenario,
                   value)
+from .data import _writetable
 from .model import _b
 
 FormatChoice = choices("FormatChoice", ("vllm-metrics", "vllm-log", "vllm-bench", "sglang-bench", "sglang-log",
@@ -18,19 +19,10 @@ Files = Annotated[list[str], typer.Argument(metavar="FILE...", help="Engine metr
                                                                    "benchmark results (one format).")]
 
 
-def _write_csv(rows, out):
-    import polars as pl
-
-    from ..outputs import io
-
-    io.make_parent(out)
-    io.write_bytes_atomic(out, pl.DataFrame(rows, infer_schema_length=None).write_csv().encode())
-
-
 @app.command()
 def ingest(files: Files,
-           out: Annotated[str, typer.Option(help="CSV to write: an acceptance summary (metrics, logs, stats) or "
-                                                 "measurement rows (benchmark results).")],
+           out: Annotated[str, typer.Option(help="CSV (or .parquet) to write: an acceptance summary (metrics, logs, "
+                                                 "stats) or measurement rows (benchmark results).")],
            fmt: Annotated[Optional[FormatChoice], typer.Option("--format", help="Input format (default: detected "
                                                                                 "from the content).")] = None,
            target: Annotated[Optional[str], typer.Option(help="Benchmark results: the target (measurement rows).")
@@ -62,7 +54,9 @@ def ingest(files: Files,
         results = [r for f in files for r in _ingest.bench_results(f, form)]
         rows = _ingest.measurement_rows(_ingest.pair_results(results), form, target, hardware, drafter, draft, tp, k,
                                         weight_dtype, draft_tp)
-    _write_csv(rows, out)
+    import polars as pl
+
+    _writetable(pl.DataFrame(rows, infer_schema_length=None), out)
     if as_json:
         print_json(dict(format=form, engine=engine, kind=kind, rows=rows, out=out))
         return

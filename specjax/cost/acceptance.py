@@ -116,8 +116,8 @@ def tokens_per_tree_step(rates_at, topk, tokens, depth, max_depth=TREE_MAX_DEPTH
         if id(a) not in logs:
             safe = jnp.where(a < 1.0, 1.0 - a, 1.0)
             logs[id(a)] = (a, jnp.log(safe))  # keep `a` alive: ids are unique only while it lives
-        miss = jnp.where(a < 1.0, jnp.exp(jnp.maximum(w / jnp.maximum(above, 1.0), 1.0) * logs[id(a)][1]), 0.0)
         m = w / jnp.maximum(above, 1.0)
+        miss = jnp.where(a < 1.0, jnp.exp(jnp.maximum(m, 1.0) * logs[id(a)][1]), 0.0)
         p = jnp.where(m >= 1.0, jnp.where(m == 1.0, a, 1.0 - miss), m * a)
         reach = reach * jnp.where(w > 0, p, 0.0)
         tau = tau + reach

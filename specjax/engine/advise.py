@@ -81,21 +81,25 @@ def expected(ranges, table):
     return out
 
 
-_VLLM_METHOD = {"eagle": "eagle", "model": "draft_model", "ngram": "ngram", "mtp": "mtp"}
-_TRT_TYPE = {"eagle": "Eagle3", "model": "DraftTarget", "ngram": "NGram", "mtp": "MTP"}
-_SGL_ALGO = {"eagle": "EAGLE3", "model": "STANDALONE", "ngram": "NGRAM", "mtp": "EAGLE"}
+METHODS = {  # engine -> drafter kind -> its name there; an EAGLE head: (EAGLE-1/2 name, EAGLE-3 name)
+    "vllm": {"eagle": ("eagle", "eagle3"), "model": "draft_model", "ngram": "ngram", "mtp": "mtp"},
+    "trtllm": {"eagle": ("Eagle", "Eagle3"), "model": "DraftTarget", "ngram": "NGram", "mtp": "MTP"},
+    "sglang": {"eagle": ("EAGLE3", "EAGLE3"), "model": "STANDALONE", "ngram": "NGRAM", "mtp": "EAGLE"},
+}
 
 
-def _method(scenario, table_of):
-    kind = table_of.get(scenario.drafter)
-    if kind is None:
+def _method(scenario, engine):
+    """The engine's name for the scenario's drafter (EAGLE-3 heads told apart by their config)."""
+    from ..inputs import models
+
+    names = METHODS[engine]
+    if scenario.drafter not in names:
         raise SpecError(f"drafter={scenario.drafter!r} has no engine configuration (an abstract cost-ratio or "
-                        f"self-speculation drafter); expected one of {', '.join(table_of)}")
-    if scenario.drafter == "eagle" and table_of is _VLLM_METHOD and "eagle3" in (scenario.draft or ""):
-        return "eagle3"
-    if scenario.drafter == "eagle" and table_of is _TRT_TYPE and "eagle3" not in (scenario.draft or ""):
-        return "Eagle"
-    return kind
+                        f"self-speculation drafter); expected one of {', '.join(names)}")
+    name = names[scenario.drafter]
+    if isinstance(name, tuple):
+        name = name[models.load_architecture(scenario.draft).eagle_version == 3]
+    return name
 
 
 def emit(engine, scenario, ranges, table, best, max_num_seqs):
@@ -110,7 +114,7 @@ def emit(engine, scenario, ranges, table, best, max_num_seqs):
     if k_top == 0:
         warnings.append("speculation never pays by the margin on the served range: leave it off")
     if engine == "vllm":
-        cfg = {"method": _method(scenario, _VLLM_METHOD), "num_speculative_tokens": max(k_top, 1),
+        cfg = {"method": _method(scenario, "vllm"), "num_speculative_tokens": max(k_top, 1),
                "num_speculative_tokens_per_batch_size": [list(r) for r in ranges]}
         if scenario.draft:
             cfg = {"method": cfg["method"], "model": scenario.draft, **{k: v for k, v in cfg.items() if k != "method"}}
@@ -118,7 +122,7 @@ def emit(engine, scenario, ranges, table, best, max_num_seqs):
             cfg["draft_tensor_parallel_size"] = scenario.draft_tp
         return cfg, f"--speculative-config '{json.dumps(cfg)}'", warnings
     if engine == "trtllm":
-        cfg = {"decoding_type": _method(scenario, _TRT_TYPE), "max_draft_len": max(k_top, 1)}
+        cfg = {"decoding_type": _method(scenario, "trtllm"), "max_draft_len": max(k_top, 1)}
         if scenario.draft and scenario.drafter != "mtp":
             cfg["speculative_model"] = scenario.draft
         k1 = ranges[0][2]
@@ -146,7 +150,7 @@ def emit(engine, scenario, ranges, table, best, max_num_seqs):
             warnings.append(f"with k = {k} speculation does not pay from batch {int(off[0]) + 1} on (inside the served "
                             f"range up to {max_num_seqs}); SGLang has no batch switch: cap --max-running-requests at "
                             f"{int(off[0])} or serve those loads without speculation")
-        cfg = {"speculative_algorithm": _method(scenario, _SGL_ALGO), "speculative_num_steps": k,
+        cfg = {"speculative_algorithm": _method(scenario, "sglang"), "speculative_num_steps": k,
                "speculative_eagle_topk": 1, "speculative_num_draft_tokens": k + 1}
         if scenario.draft and scenario.drafter != "mtp":
             cfg["speculative_draft_model_path"] = scenario.draft

@@ -46,12 +46,8 @@ def rate_ratio(h, p, t, d, x, e2e):
     latencies once admitted (TTFT without the queue + (L_out - 1) TPOT: a saturated side's queue wait,
     which a finite benchmark measures only in part, is not predicted; its status says saturated)."""
     s = serving.serve(h, p, t, d, x)
-    first = 0.5 + jnp.ceil(x.load.input_len / x.load.chunk_tokens)
-
-    def latency(side):
-        return first * side.iteration_s + (x.load.output_len - 1.0) * side.tpot_s
-
-    return jnp.where(e2e, latency(s.base) / latency(s.sd), s.speedup_tpot), s.status
+    base, sd = (serving.admitted_latencies(v.iteration_s, v.tpot_s, x.load)[1] for v in (s.base, s.sd))
+    return jnp.where(e2e, base / sd, s.speedup_tpot), s.status
 
 
 @jax.jit

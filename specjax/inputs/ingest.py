@@ -148,33 +148,30 @@ def sglang_log(path):
 # ---- TensorRT-LLM iteration stats -----------------------------------------------------------------
 
 def _json_records(path):
-    """(line, object) of a JSON list, a JSON object or one JSON object per line."""
-    head = _head(path).lstrip()
-    if head.startswith("["):
-        if pathlib.Path(path).stat().st_size > MAX_JSON_BYTES:
-            raise SpecError(f"{path}: a JSON list over {MAX_JSON_BYTES >> 20} MB; write one object per line")
-        try:
-            data = json.loads(pathlib.Path(path).read_text(errors="replace"))
-        except json.JSONDecodeError as e:
-            raise _err(path, e.lineno, f"malformed JSON ({e.msg})") from None
-        for i, obj in enumerate(data):
-            yield i + 1, obj
-        return
+    """(line, object) of one JSON object per line (streamed), or of a JSON document read whole: a list of
+    objects or one object (pretty-printed results), when its first line is not JSON on its own."""
+    first = next(((n, t) for n, t in _lines(path) if t.strip()), None)
     try:
-        whole = json.loads(pathlib.Path(path).read_text(errors="replace")) if head.startswith("{") and \
-            pathlib.Path(path).stat().st_size <= MAX_JSON_BYTES else None
+        json_lines = first is not None and not first[1].lstrip().startswith("[") and json.loads(first[1]) is not None
     except json.JSONDecodeError:
-        whole = None  # JSON lines
-    if isinstance(whole, dict):
-        yield 1, whole
+        json_lines = False
+    if json_lines:
+        for n, text in _lines(path):
+            if not text.strip():
+                continue
+            try:
+                yield n, json.loads(text)
+            except json.JSONDecodeError as e:
+                raise _err(path, n, f"malformed JSON ({e.msg})") from None
         return
-    for n, text in _lines(path):
-        if not text.strip():
-            continue
-        try:
-            yield n, json.loads(text)
-        except json.JSONDecodeError as e:
-            raise _err(path, n, f"malformed JSON ({e.msg})") from None
+    if pathlib.Path(path).stat().st_size > MAX_JSON_BYTES:
+        raise SpecError(f"{path}: a JSON document over {MAX_JSON_BYTES >> 20} MB; write one object per line")
+    try:
+        data = json.loads(pathlib.Path(path).read_text(errors="replace"))
+    except json.JSONDecodeError as e:
+        raise _err(path, e.lineno, f"malformed JSON ({e.msg})") from None
+    for i, obj in enumerate(data if isinstance(data, list) else [data]):
+        yield i + 1, obj
 
 
 def _num(path, line, obj, *keys, optional=False):

@@ -28,8 +28,7 @@ from ..cost.status import Curve, Point, Serving, code
 STEP_OUTPUTS = ("speedup", "tokens_per_step", "t_target_s", "t_draft_s", "t_verify_s", "t_sd_step_s",
                 "throughput_base_tok_s", "throughput_sd_tok_s", "max_batch_base", "max_batch_sd",
                 "verify_compute_bound")
-SERVE_OUTPUTS = ("batch_base", "batch_sd", "tpot_base_s", "tpot_sd_s", "ttft_base_s", "ttft_sd_s", "e2e_base_s",
-                 "e2e_sd_s", "throughput_base_tok_s", "throughput_sd_tok_s", "speedup_tpot", "ratio_e2e")
+SERVE_SIDE_FIELDS = ("batch", "tpot_s", "ttft_s", "e2e_s", "throughput_tok_s")  # per side, in serve sweeps
 RATE_OUTPUTS = ("switch_off_qps", "first_crossing_qps", "max_qps_base", "max_qps_sd", "speedup_tpot_low_qps")
 CROSSOVER_OUTPUTS = ("crossover_batch", "crossover_batch_int", "first_crossing_batch", "pays_from", "pays_to",
                      "n_dips", "speedup_at_batch_1", "max_batch_sd", "speedup_at_max_batch")
@@ -153,9 +152,7 @@ def _max_speedup(hw, deploy, tgt, draft, dec, invalid, values, cfg):
 
 def _serve(hw, deploy, tgt, draft, dec, invalid, values, cfg):
     s = _serving.serve(hw, deploy, tgt, draft, dec)
-    flat = {f"{stem}_{w}{unit}": getattr(getattr(s, w), field) for w in ("base", "sd")
-            for field, stem, unit in (("batch", "batch", ""), ("tpot_s", "tpot", "_s"), ("ttft_s", "ttft", "_s"),
-                                      ("e2e_s", "e2e", "_s"), ("throughput_tok_s", "throughput", "_tok_s"))}
+    flat = _serving.side_columns(s, SERVE_SIDE_FIELDS)
     out = masked(invalid, **flat, speedup_tpot=s.speedup_tpot, ratio_e2e=s.ratio_e2e)
     status = invalid_or(invalid, s.status, Serving)
     return out, status, ~invalid & jnp.isfinite(s.speedup_tpot)

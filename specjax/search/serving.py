@@ -37,6 +37,7 @@ from ..cost.roofline import pass_cost
 from ..cost.speculative import step, times
 from ..cost.status import Curve, Serving, code
 from . import crossover as _crossover
+from . import sensitivity as _sensitivity
 
 LOAD_SENSITIVITY = ("input_len", "output_len", "max_num_seqs")  # load leaves with elasticities of switch_off_qps
 QPS_SPAN = 1e4      # the rate curve is searched on [lambda_top / QPS_SPAN, lambda_top]
@@ -57,7 +58,6 @@ class Side(NamedTuple):
     ttft_s: float         # inf when saturated
     e2e_s: float          # inf when saturated
     throughput_tok_s: float  # output tokens/s actually served (capacity when saturated)
-    max_qps: float        # lambda(B_cap): the largest sustainable rate
     saturated: bool
     fits: bool            # B_cap >= 1: the model (and the drafter) fit with one sequence
 
@@ -121,8 +121,10 @@ def batch(t_of, tau, c_p, load, b_cap, qps, iters, b0=None, slope=None):
     Newton step replaces the bisection: its value is b0 and its derivative the implicit function
     theorem's, -(dlambda/dtheta) / (dlambda/dB)."""
     one = jnp.ones_like(b_cap)
-    lam_cap, lam_one = rate_of(t_of, tau, c_p, load, jnp.stack([b_cap, one]))  # rows: one trace of t_of
-    below_one = qps * load.output_len / tau * t_of(one) / (1.0 - qps * load.input_len * c_p)  # B <= 1
+    ends = jnp.stack([b_cap, one])
+    t_cap, t_one = t_of(jnp.maximum(ends, 1.0))  # both ends in one evaluation (one trace of t_of)
+    lam_cap, lam_one = ends / (load.output_len / tau * jnp.stack([t_cap, t_one]) + ends * load.input_len * c_p)
+    below_one = qps * load.output_len / tau * t_one / (1.0 - qps * load.input_len * c_p)  # B <= 1
     if b0 is None:
         top = jnp.log(jnp.maximum(b_cap, 1.0))
         b = jnp.exp(bisect(lambda uu: rate_of(t_of, tau, c_p, load, jnp.exp(uu)) < qps, jnp.zeros_like(top), top,
@@ -135,20 +137,38 @@ def batch(t_of, tau, c_p, load, b_cap, qps, iters, b0=None, slope=None):
     return b, saturated, lam_cap
 
 
+def admitted_latencies(iteration_s, tpot_s, load):
+    """(TTFT, E2E) of a request once it runs: half an iteration's wait for the one in progress, then
+    ceil(L_in / chunk) iterations of prefill, then L_out - 1 TPOTs (no queue before it)."""
+    ttft = (0.5 + jnp.ceil(load.input_len / load.chunk_tokens)) * iteration_s
+    return ttft, ttft + (load.output_len - 1.0) * tpot_s
+
+
 def side(t_of, tau, c_p, load, b_cap, qps, iters, b0=None, slope=None):
     """A `Side` at rate `qps` (elementwise, like `batch`)."""
     b, sat, lam_cap = batch(t_of, tau, c_p, load, b_cap, qps, iters, b0, slope)
     lam = jnp.where(sat, lam_cap, qps)  # a saturated engine serves at its capacity
     t = t_of(jnp.maximum(b, 1.0)) / (1.0 - lam * load.input_len * c_p)
-    inf = jnp.asarray(jnp.inf, t.dtype)
-    ttft = jnp.where(sat, inf, (0.5 + jnp.ceil(load.input_len / load.chunk_tokens)) * t)
     tpot = t / tau
+    ttft, e2e = admitted_latencies(t, tpot, load)
+    inf = jnp.asarray(jnp.inf, t.dtype)
     fits = b_cap >= 1.0
     nan = jnp.asarray(jnp.nan, t.dtype)
     return Side(batch=jnp.where(fits, b, nan), iteration_s=jnp.where(fits, t, nan), tpot_s=jnp.where(fits, tpot, nan),
-                ttft_s=jnp.where(fits, ttft, nan), e2e_s=jnp.where(fits, ttft + (load.output_len - 1.0) * tpot, nan),
-                throughput_tok_s=jnp.where(fits, lam * load.output_len, 0.0), max_qps=jnp.where(fits, lam_cap, 0.0),
-                saturated=sat, fits=fits)
+                ttft_s=jnp.where(fits, jnp.where(sat, inf, ttft), nan), e2e_s=jnp.where(fits, jnp.where(sat, inf, e2e),
+                                                                                       nan),
+                throughput_tok_s=jnp.where(fits, lam * load.output_len, 0.0), saturated=sat, fits=fits)
+
+
+SIDE_COLUMNS = (("batch", "batch", ""), ("iteration_s", "itl", "_s"), ("tpot_s", "tpot", "_s"),
+                ("ttft_s", "ttft", "_s"), ("e2e_s", "e2e", "_s"), ("throughput_tok_s", "throughput", "_tok_s"))
+
+
+def side_columns(served, fields=tuple(f for f, _, _ in SIDE_COLUMNS)):
+    """Both sides' `fields` as flat named values: tpot_base_s, tpot_sd_s, batch_base, ... (the names of
+    `specjax serve` JSON and of serving sweep columns)."""
+    return {f"{stem}_{which}{unit}": getattr(getattr(served, which), field) for which in ("base", "sd")
+            for field, stem, unit in SIDE_COLUMNS if field in fields}
 
 
 def status_of(base, sd):
@@ -262,8 +282,6 @@ def switch_off_sensitivity(hw, deploy, target, draft, dec, n_grid=N_GRID, batche
       (RateCurve, derivatives, elasticities): dicts keyed by `catalogue.SENSITIVITY` name (context
       replaced by the load's `LOAD_SENSITIVITY` leaves: the lengths set the context).
     """
-    from . import sensitivity as _sensitivity
-
     rc = rate_curve(hw, deploy, target, draft, dec, n_grid, batched)
     lam = jax.lax.stop_gradient(jnp.where(jnp.isfinite(rc.switch_off_qps), rc.switch_off_qps, rc.qps_top))
     at_edge = jnp.abs(lam - rc.max_qps_sd) <= 1e-5 * lam  # the bisection pins an edge to ~1e-7
