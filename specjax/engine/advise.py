@@ -84,7 +84,7 @@ def expected(ranges, table):
 METHODS = {  # engine -> drafter kind -> its name there; an EAGLE head: (EAGLE-1/2 name, EAGLE-3 name)
     "vllm": {"eagle": ("eagle", "eagle3"), "model": "draft_model", "ngram": "ngram", "mtp": "mtp"},
     "trtllm": {"eagle": ("Eagle", "Eagle3"), "model": "DraftTarget", "ngram": "NGram", "mtp": "MTP"},
-    "sglang": {"eagle": ("EAGLE3", "EAGLE3"), "model": "STANDALONE", "ngram": "NGRAM", "mtp": "EAGLE"},
+    "sglang": {"eagle": ("EAGLE", "EAGLE3"), "model": "STANDALONE", "ngram": "NGRAM", "mtp": "EAGLE"},
 }
 
 
