@@ -349,3 +349,16 @@ def test_bad_rate_rows(tmp_path, edit, msg):
     p.write_text(edit(RATE_CSV))
     with pytest.raises(SpecError, match=re.escape(msg)):
         measured.load(p)
+
+
+def test_report_counts_a_rate_only_speculation_cannot_sustain_as_a_switch_off(tmp_path):
+    from specjax.outputs import report
+
+    df = pl.DataFrame(dict(hardware=["h"] * 3, pair=["p"] * 3, qps_req_s=[1.0, 2.0, 4.0], tpot_base_s=[0.02] * 3,
+                           tpot_sd_s=[0.01, 0.012, 0.015], batch_base=[2.0, 4.0, 8.0], batch_sd=[1.0, 2.0, 64.0],
+                           speedup_tpot=[2.0, 1.7, 1.3], status=["ok", "ok", "sd_saturated"]))
+    (caption, svg), = report.serving_figures(df, tmp_path)
+    assert "speculation (switch-off 2.66 req/s)" in svg  # between 2 and 4 req/s, though 1.3x at its capacity
+    ok = df.with_columns(pl.lit("ok").alias("status"))
+    (_, svg_ok), = report.serving_figures(ok, tmp_path)
+    assert "speculation (switch-off" not in svg_ok and "pays at every sustainable rate" in svg_ok

@@ -12,6 +12,7 @@ import datetime
 import html
 import pathlib
 
+import numpy as np
 import polars as pl
 
 from ..inputs import engines
@@ -108,7 +109,8 @@ MAX_SERIES = 8  # lines per serving figure (one colour each); more are split by 
 def serving_figures(df, out_dir):
     """TPOT and batch vs request rate for a `serve` sweep, per (hardware, pair): one line pair per
     combination of the other varying axes, at most `MAX_SERIES` per figure; the switch-off rate is the
-    grid's last crossing of the TPOT ratio (`plots.crossings`)."""
+    grid's last crossing of the TPOT ratio (`plots.crossings`), a rate only speculation cannot sustain
+    counting as not paying (`serving.pays`)."""
     out = []
     axes = [i.column for i in catalogue.AXES.values() if i.column in df.columns and i.column != "qps_req_s"
             and df[i.column].n_unique() > 1]
@@ -120,7 +122,11 @@ def serving_figures(df, out_dir):
             for sk, sg in (part.group_by(series, maintain_order=True) if series else [((), part)]):
                 label = ", ".join(f"{plots.LABELS.get(a, a)}={v:g}" for a, v in zip(series, sk)) or p
                 sg = sg.sort("qps_req_s")
-                off, _, _ = plots.crossings(sg["qps_req_s"].to_numpy(), sg["speedup_tpot"].to_numpy())
+                # as `serving.pays`: a side that saturates alone loses, whatever its TPOT ratio at capacity
+                status = sg["status"].cast(pl.String).to_numpy()
+                gap = np.where(status == "sd_saturated", 0.0, np.where(status == "base_saturated", 2.0,
+                                                                       sg["speedup_tpot"].to_numpy()))
+                off, _, _ = plots.crossings(sg["qps_req_s"].to_numpy(), gap)
                 marks[label] = dict(switch_off_qps=off, max_qps_base=None, max_qps_sd=None,
                                     curve_status="stops_paying" if off else "helps_throughout")
                 frames.append(sg.select(pl.col("qps_req_s").alias("qps"), "tpot_base_s", "tpot_sd_s", "batch_base",
