@@ -136,8 +136,8 @@ def serving_figures(df, out_dir):
             fig, _ = plots.serving_figure(pl.concat(frames), marks, title=f"TPOT and batch vs request rate: {where}")
             name = "serving-" + "-".join(str(x) for x in (h, p, *key))
             out.append((f"Serving load ({where}): TPOT and running batch vs request rate, without (dashed) and with "
-                        "(solid) speculation; dotted: the rate where the TPOT ratio falls below 1 on the grid, or where "
-                        "only speculation can no longer sustain the rate.",
+                        "(solid) speculation; dotted: the rate where the TPOT ratio falls below 1 on the grid, or "
+                        "where only speculation can no longer sustain the rate.",
                         _svg(fig, out_dir, name)))
     return out
 
