@@ -121,7 +121,8 @@ def t_pass(m, hw, batch, q, ctx, tp=1.0, mode="operator", locality=0.0, lay=None
         roof = max(tm, tw) + sigma * min(tm, tw)
     if m["p_dense"] + m["p_head"] + m["p_expert"] == 0:
         return 0.0
-    overhead = hw["fixed_overhead_s"] + m["n_layers"] * hw.get("layer_overhead_s", 0.0)  # MODEL.md 1.2
+    overhead = (hw["fixed_overhead_s"] + m["n_layers"] * hw.get("layer_overhead_s", 0.0)  # MODEL.md 1.2
+                + m.get("n_kernels", 0.0) * hw.get("kernel_overhead_s", 0.0))
     return roof + communication(hw, m, n, lay) + overhead
 
 

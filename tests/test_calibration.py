@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import reference as ref
+from specjax.cost import catalogue
 from specjax.engine import calibrate, validate
 from specjax.inputs import engines, hardware, measured
 from specjax.cli import main
@@ -149,12 +150,12 @@ def test_calibration_recovers_known_overheads_from_step_times():
 
     jax.config.update("jax_enable_x64", True)
     true = dict(flops_efficiency=0.6, hbm_efficiency=0.8, fixed_overhead_s=3e-4, layer_overhead_s=2e-5,
-                draft_overhead_s=1.5e-4, step_overhead_s=5e-4, non_overlap=0.0)
+                kernel_overhead_s=4e-6, draft_overhead_s=1.5e-4, step_overhead_s=5e-4, non_overlap=0.0)
     rows = _synthetic_rows(true, with_times=True, noise=0.002)
     cal = calibrate.fit(rows, holdout_fraction=0.0, steps=2500, dtype=jnp.float64,
                         fields=tuple(k for k in calibrate.FIELDS if k != "non_overlap"))
-    for name in ("flops_efficiency", "hbm_efficiency", "fixed_overhead_s", "layer_overhead_s", "draft_overhead_s",
-                 "step_overhead_s"):
+    for name in ("flops_efficiency", "hbm_efficiency", "fixed_overhead_s", "layer_overhead_s", "kernel_overhead_s",
+                 "draft_overhead_s", "step_overhead_s"):
         assert name in cal.identified, (name, cal.std_errors)
         assert cal.values[name] == pytest.approx(true[name], rel=0.05), (name, cal.values)
     assert cal.loss_history[-1] < cal.loss_history[0] / 10
@@ -267,11 +268,11 @@ def test_public_data_ships_and_validates():
 
 
 def test_an_engine_without_a_profile_gets_the_generic_one(tmp_path):
-    """A CSV row naming an engine specjax has no profile for is predicted with `generic` (pooled over
-    every engine), not with the pure roofline: the engine column says a real engine ran it."""
+    """A CSV row naming an engine specjax has no profile for is predicted with `generic` (efficiencies
+    pooled over every engine, no overheads: they do not transfer), not with the pure roofline."""
     header = HEADER + ",engine\n"
-    rows = ["A,llama-3.1-8b,ngram,,h100-sxm,1,1,3,0.6,,300,bf16,1.5,latency,no,u,hf-eager",
-            "A,llama-3.1-8b,ngram,,h100-sxm,1,1,3,0.6,,300,bf16,1.5,latency,no,u,roofline"]
+    rows = ["A,llama-3.1-8b,ngram,,h100-sxm,1,128,3,0.6,,300,bf16,1.5,latency,no,u,hf-eager",
+            "A,llama-3.1-8b,ngram,,h100-sxm,1,128,3,0.6,,300,bf16,1.5,latency,no,u,roofline"]
     path = tmp_path / "m.csv"
     path.write_text(header + "\n".join(rows) + "\n")
     loaded = measured.load(path)
@@ -280,7 +281,21 @@ def test_an_engine_without_a_profile_gets_the_generic_one(tmp_path):
     assert df["engine_profile"].to_list() == ["generic", "roofline"]
     generic, pure = df["predicted_speedup"].to_list()
     g = engines.load(engines.GENERIC).values
-    assert g["layer_overhead_s"] > 0 and generic != pytest.approx(pure, rel=1e-3)
+    assert all(g[n] == 0.0 for n in catalogue.OVERHEADS) and g["hbm_efficiency"] < 1.0
+    assert generic != pytest.approx(pure, rel=1e-3)  # the pooled efficiencies move the verify pass's knee
+
+
+def test_transferable_keeps_efficiencies_and_drops_overheads():
+    """What an engine without data borrows from a pooled profile: efficiencies only, also per hardware."""
+    p = engines.EngineProfile(slug="p", name="p", values=dict(flops_efficiency=0.6, hbm_efficiency=0.8,
+                                                             step_overhead_s=1e-3, kernel_overhead_s=5e-6),
+                              per_hardware={"b200": dict(hbm_efficiency=0.9, fixed_overhead_s=2e-4)},
+                              fitted=("flops_efficiency", "step_overhead_s"))
+    t = engines.transferable(p, "t")
+    assert t.slug == "t" and t.fitted == ("flops_efficiency",)
+    assert t.values_for("h100-sxm") == {**engines.DEFAULTS, "flops_efficiency": 0.6, "hbm_efficiency": 0.8}
+    assert t.values_for("b200")["hbm_efficiency"] == 0.9 and t.values_for("b200")["fixed_overhead_s"] == 0.0
+    assert all(t.values_for("b200")[n] == 0.0 for n in catalogue.OVERHEADS)
 
 
 @pytest.mark.parametrize("text", ['a "quoted" \\path\\', "tab\there", "emoji 😀 and ü", "ctrl \x01\x1f\x7f end",

@@ -144,7 +144,7 @@ def test_pass_cost_matches_reference(slug, mode):
         hw = hw64(rng.choice(["h100-sxm", "h200", "mi300x", "a100-80gb", "b200"]), mode,
                   flops_efficiency=rng.uniform(0.3, 1), hbm_efficiency=rng.uniform(0.5, 1),
                   fixed_overhead_s=rng.choice([0.0, 1e-4]), layer_overhead_s=rng.choice([0.0, 3e-5]),
-                  non_overlap=rng.choice([0.0, 0.4]))
+                  kernel_overhead_s=rng.choice([0.0, 4e-6]), non_overlap=rng.choice([0.0, 0.4]))
         lam = rng.choice([0.0, 0.3, 1.0])
         b, q, L, tp = rng.integers(1, 2048), rng.integers(1, 9), rng.uniform(0, 32768), rng.choice([1, 2, 8])
         got = pass_cost(hw, dep64(tp), m, F64(b), F64(q), F64(L), F64(lam)).t_s
@@ -327,18 +327,21 @@ def test_expert_locality_limits():
 # ---- engine overheads (MODEL.md 1.2) --------------------------------------------------------------
 
 def test_each_engine_overhead_by_hand():
-    """T_pass_fixed and t_layer on every pass of every model; T_draft_fixed per draft pass of a model
-    drafter; T_step_fixed once per step; none of them without their cause."""
+    """T_pass_fixed, t_layer and t_kernel on every pass of every model; T_draft_fixed per draft pass of
+    a model drafter; T_step_fixed once per step; none of them without their cause."""
     tgt = model64("llama-3.1-8b")
     head = models.eagle_head(models.load_architecture("eagle3-llama-3.1-8b"), models.load_architecture("llama-3.1-8b"),
                              dtype=F64)
+    # kernels by hand: 32 x (attention 5 + dense FFN 4) + head 3; the EAGLE-3 head 1 x 9 + 3 + its fc 1
+    assert float(tgt.n_kernels) == 291 and float(head.n_kernels) == 13
     pure = hw64("h100-sxm")
-    over = dict(fixed_overhead_s=4e-4, layer_overhead_s=2e-5, draft_overhead_s=3e-4, step_overhead_s=6e-4)
+    over = dict(fixed_overhead_s=4e-4, layer_overhead_s=2e-5, kernel_overhead_s=5e-6, draft_overhead_s=3e-4,
+                step_overhead_s=6e-4)
     hw = pure.replace(**{k: F64(v) for k, v in over.items()})
     dec = dec64(batch=4.0, k=3.0, alpha=0.7, context=500.0)
     r0, r = step(pure, dep64(), tgt, head, dec), step(hw, dep64(), tgt, head, dec)
-    per_pass_target = 4e-4 + 32 * 2e-5
-    per_pass_head = 4e-4 + 1 * 2e-5
+    per_pass_target = 4e-4 + 32 * 2e-5 + 291 * 5e-6
+    per_pass_head = 4e-4 + 1 * 2e-5 + 13 * 5e-6
     assert float(r.t_target_s) == pytest.approx(float(r0.t_target_s) + per_pass_target, rel=1e-12)
     assert float(r.t_verify_s) == pytest.approx(float(r0.t_verify_s) + per_pass_target, rel=1e-12)
     assert float(r.t_draft_s) == pytest.approx(float(r0.t_draft_s) + per_pass_head + 3e-4, rel=1e-12)
@@ -352,10 +355,23 @@ def test_each_engine_overhead_by_hand():
     assert float(r.speedup) == pytest.approx(want, rel=1e-12)
 
 
+@pytest.mark.parametrize("slug, kernels", [
+    ("llama-3.1-8b", 32 * (5 + 4) + 3),
+    ("deepseek-v3", 61 * 10 + 3 * 4 + 58 * (7 + 3) + 3),  # MLA; 3 dense layers, 58 MoE with a shared expert
+    ("qwen3-30b-a3b", 48 * (5 + 7) + 3),                 # MoE without shared experts
+    ("t5-xxl", 24 * (5 + 4 + 4) + 3),                    # decoder layers with cross-attention
+])
+def test_kernel_counts_by_hand(slug, kernels):
+    """The pinned kernel count (config.KERNELS) of a full model, as t_kernel multiplies it."""
+    assert float(model64(slug).n_kernels) == kernels
+    mtp = models.mtp_head(models.load_architecture("deepseek-v3"), dtype=F64)
+    assert float(mtp.n_kernels) == 10 + 7 + 3 + 3 + 1  # one MoE layer, the head, eh_proj
+
+
 def test_leviathan_limit_exact_with_overheads_zero():
     m = model64("llama-3-70b").replace(kv_elems_per_tok=F64(0.0), attn_flops_per_ctx=F64(0.0))
-    hw = hw64().replace(fixed_overhead_s=F64(0.0), layer_overhead_s=F64(0.0), draft_overhead_s=F64(0.0),
-                        step_overhead_s=F64(0.0))
+    hw = hw64().replace(fixed_overhead_s=F64(0.0), layer_overhead_s=F64(0.0), kernel_overhead_s=F64(0.0),
+                        draft_overhead_s=F64(0.0), step_overhead_s=F64(0.0))
     for alpha, k, c in [(0.6, 3, 0.1), (0.9, 5, 0.02)]:
         r = step(hw, dep64(), m, models.Model.zeros(F64), dec64(alpha=alpha, k=k, draft_cost_ratio=c))
         assert float(r.speedup) == pytest.approx(ref.tau(alpha, k) / (k * c + 1), rel=1e-12)

@@ -36,7 +36,9 @@ class Input:
       profile: a key of hardware/engine profile files (tree "hw").
       fit: calibration bounds (lo, hi) where calibration may fit it, else None.
       integer: only whole numbers are allowed. symbol: the name used in range messages (default name).
-      engine: a key of engine profiles (an engine's efficiencies and overheads, MODEL.md 1.2).
+      engine: a key of engine profiles (MODEL.md 1.2): "efficiency" (an achieved fraction of the silicon,
+        which transfers across engines) or "overhead" (the engine's software: host scheduling, launches,
+        bookkeeping, measured to differ several-fold between engines); None for other inputs.
       typical: a typical value; a positive value out of range gets a "did you mean" hint that
         rescales it by a power of 1000 towards it (a unit mistake: TB/s written as 3.2).
     """
@@ -56,7 +58,7 @@ class Input:
     integer: bool = False
     lo_open: bool = False
     symbol: str = ""
-    engine: bool = False
+    engine: str | None = None
     typical: float | None = None
 
     @property
@@ -161,19 +163,21 @@ _ALL = (
     _i("internode_latency_s", "hw", "internode_latency_s", 0, 1, "seconds per inter-node collective",
        profile=True),
     _i("flops_efficiency", "hw", "flops_efficiency", 0, 1, "achieved / peak FLOP/s", profile=True,
-       fit=(0.3, 1.0), lo_open=True, engine=True),
+       fit=(0.3, 1.0), lo_open=True, engine="efficiency"),
     _i("hbm_efficiency", "hw", "hbm_efficiency", 0, 1, "achieved / peak bytes/s", profile=True, fit=(0.7, 1.0),
-       lo_open=True, engine=True),
+       lo_open=True, engine="efficiency"),
     _i("fixed_overhead_s", "hw", "fixed_overhead_s", 0, 1, "seconds per forward pass", profile=True,
-       fit=(0.0, 5e-3), engine=True),
+       fit=(0.0, 5e-3), engine="overhead"),
     _i("layer_overhead_s", "hw", "layer_overhead_s", 0, 1e-2, "seconds per layer per pass", profile=True,
-       fit=(0.0, 3e-4), engine=True),
+       fit=(0.0, 3e-4), engine="overhead"),
+    _i("kernel_overhead_s", "hw", "kernel_overhead_s", 0, 1e-3, "seconds per kernel per pass", profile=True,
+       fit=(0.0, 2e-5), engine="overhead"),
     _i("draft_overhead_s", "hw", "draft_overhead_s", 0, 1, "seconds per draft pass", profile=True,
-       fit=(0.0, 3e-3), engine=True),
+       fit=(0.0, 3e-3), engine="overhead"),
     _i("step_overhead_s", "hw", "step_overhead_s", 0, 1, "seconds per speculative step", profile=True,
-       fit=(0.0, 5e-3), engine=True),
+       fit=(0.0, 5e-3), engine="overhead"),
     _i("non_overlap", "hw", "non_overlap", 0, 1, "0 roofline, 1 sum of math and memory", profile=True,
-       fit=(0.0, 1.0), engine=True),
+       fit=(0.0, 1.0), engine="efficiency"),
     # the target's shape
     _i("n_experts", "target", "n_experts", 1, 1e6, "routed experts E"),
     _i("top_k", "target", "top_k", 1, 1e6, "experts per token r"),
@@ -194,6 +198,7 @@ SENSITIVITY = {n: i for n, i in INPUTS.items() if i.sensitivity}
 PROFILE = {n: i for n, i in INPUTS.items() if i.profile}
 FIT = {n: i for n, i in INPUTS.items() if i.fit}
 ENGINE = {n: i for n, i in INPUTS.items() if i.engine}
+OVERHEADS = {n: i for n, i in ENGINE.items() if i.engine == "overhead"}
 LOAD = {n: i for n, i in INPUTS.items() if i.tree == "load"}
 EXPERT_HOLD = ("expert_size", "footprint")
 

@@ -163,9 +163,11 @@ def operator_times(hw, deploy, model, batch, q, context, expert_locality=0.0):
 
 
 def engine_overhead(hw, model):
-    """T_over = T_pass_fixed + n_layers t_layer (MODEL.md 1.2): what an engine adds to every pass of a
-    model, whatever its size; 0 for a model with no weights and in the pure roofline."""
-    return jnp.where(model.has_weights, hw.fixed_overhead_s + model.n_layers * hw.layer_overhead_s, 0.0)
+    """T_over = T_pass_fixed + n_layers t_layer + n_kernels t_kernel (MODEL.md 1.2, with the launch
+    cost of each kernel: `Model.n_kernels`): what an engine adds to every pass of a model, whatever its
+    size; 0 for a model with no weights and in the pure roofline."""
+    per_pass = hw.fixed_overhead_s + model.n_layers * hw.layer_overhead_s + model.n_kernels * hw.kernel_overhead_s
+    return jnp.where(model.has_weights, per_pass, 0.0)
 
 
 def pass_cost(hw, deploy, model, batch, q, context, expert_locality=0.0):
@@ -174,7 +176,7 @@ def pass_cost(hw, deploy, model, batch, q, context, expert_locality=0.0):
     T_pass = sum_op max(F_op/(eta_F F), W_op/(eta_W W)) + T_comm + T_over  (mode="operator"),
     (plus sigma * min(...) per operator when the hardware's `non_overlap` sigma > 0; 0 by default),
     or max(sum F/(eta_F F), sum W/(eta_W W)) + T_comm + T_over             (mode="pass"),
-    with T_over = T_pass_fixed + n_layers t_layer (`engine_overhead`).
+    with T_over = T_pass_fixed + n_layers t_layer + n_kernels t_kernel (`engine_overhead`).
 
     Args:
       hw: `Hardware` (its static `roofline` picks the mode). deploy: `Deployment`. model: `Model`.

@@ -35,6 +35,8 @@ class Hardware:
       fixed_overhead_s: T_pass_fixed, added to every forward pass of every model (scheduling, sampling,
         input preparation), seconds (MODEL.md 1.2; 0 in the pure roofline).
       layer_overhead_s: t_layer, added per decoder layer to every pass (kernel launches and ramp-up).
+      kernel_overhead_s: t_kernel, added per kernel a pass launches (`Model.n_kernels`: the launch gap
+        and ramp-up of each kernel, so that a layer of many small kernels costs more than one of few).
       draft_overhead_s: T_draft_fixed, added to every draft pass of a drafter that runs a model.
       step_overhead_s: T_step_fixed, added once per speculative step (rejection sampling, KV
         bookkeeping). The last four are engine terms: an engine profile sets them with eta_F, eta_W.
@@ -55,6 +57,7 @@ class Hardware:
     hbm_efficiency: float = 1.0
     fixed_overhead_s: float = 0.0
     layer_overhead_s: float = 0.0
+    kernel_overhead_s: float = 0.0
     draft_overhead_s: float = 0.0
     step_overhead_s: float = 0.0
     non_overlap: float = 0.0
@@ -177,6 +180,8 @@ class Model:
         DP rank holds and reads its own copy (MODEL.md 1.1).
       weights_resident: 1 if this replica stores its weights, 0 if it reads another's (the drafter of
         self-speculation is the target itself: its passes read every weight, it stores none).
+      n_kernels: kernels one pass launches (`config.Architecture.kernels`: a pinned count per layer
+        kind), what `Hardware.kernel_overhead_s` multiplies.
     """
 
     d_model: float
@@ -201,6 +206,7 @@ class Model:
     kv_heads: float = 1.0
     p_attn: float = 0.0
     weights_resident: float = 1.0
+    n_kernels: float = 0.0
 
     @classmethod
     def zeros(cls, dtype=jnp.float32):

@@ -1,7 +1,7 @@
 """Fit an engine profile to measurements (MODEL.md 4).
 
 Parameters: the engine terms of the input catalogue (`catalogue.ENGINE`: eta_F, eta_W, T_pass_fixed,
-t_layer, T_draft_fixed, T_step_fixed, sigma), one set shared by every training row, each squashed into
+t_layer, t_kernel, T_draft_fixed, T_step_fixed, sigma), one set shared by every training row, each squashed into
 its catalogue `fit` bounds by a sigmoid. Acceptance is the row's where given; otherwise one alpha per
 acceptance group, the one that matches the group's anchor row (as `validate` does; differentiable by
 the implicit function theorem). Loss: mean squared log error of the non-anchor speedups plus, where a
@@ -38,9 +38,10 @@ from . import validate
 FIELDS = tuple(catalogue.ENGINE)
 BOUNDS = {n: catalogue.INPUTS[n].fit for n in FIELDS}  # physical bounds of each calibrated parameter
 PRIORS = {"flops_efficiency": 0.7, "hbm_efficiency": 0.85, "fixed_overhead_s": 0.0, "layer_overhead_s": 0.0,
-          "draft_overhead_s": 0.0, "step_overhead_s": 0.0, "non_overlap": 0.0}  # held values when not identified
+          "kernel_overhead_s": 0.0, "draft_overhead_s": 0.0, "step_overhead_s": 0.0,
+          "non_overlap": 0.0}  # held values when not identified
 START = {"flops_efficiency": 0.7, "hbm_efficiency": 0.85, "fixed_overhead_s": 3e-4, "layer_overhead_s": 1e-5,
-         "draft_overhead_s": 2e-4, "step_overhead_s": 5e-4, "non_overlap": 0.2}
+         "kernel_overhead_s": 2e-6, "draft_overhead_s": 2e-4, "step_overhead_s": 5e-4, "non_overlap": 0.2}
 
 
 def split_series(names, holdout_fraction=0.3):

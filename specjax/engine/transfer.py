@@ -8,6 +8,7 @@ score the left-out source with them. No shipped preset is used, so no number has
 import jax.numpy as jnp
 import polars as pl
 
+from ..inputs import engines
 from . import calibrate, validate
 
 MIN_ROWS = 8  # an engine needs this many supported training rows to get a profile of its own
@@ -17,11 +18,12 @@ POOLED = "*"  # key of the pooled profile in a profiles dict (`measured.engine_p
 def fit_profiles(rows, steps=600, dtype=jnp.float32, progress=None):
     """Engine name -> calibrated `EngineProfile` for every engine with `MIN_ROWS` rows, plus `POOLED`.
 
-    Hierarchical: the pooled profile is fitted on every row first; each engine's fit starts from it and
-    holds at its values what the engine's own rows do not identify."""
+    Hierarchical: a profile is fitted on every row first; each engine's fit starts from it and holds
+    at its values what the engine's own rows do not identify. `POOLED`, for engines without rows of
+    their own, keeps only its efficiencies (`engines.transferable`: overheads do not transfer)."""
     usable = [r for r in rows if not r.unsupported]
     pooled = calibrate.fit(usable, name="pooled", holdout_fraction=0.0, steps=steps, dtype=dtype, progress=progress)
-    profiles = {POOLED: pooled.profile}
+    profiles = {POOLED: engines.transferable(pooled.profile)}
     for engine in sorted({r.engine_name for r in usable}):
         sub = [r for r in usable if r.engine_name == engine]
         if len(sub) >= MIN_ROWS:

@@ -48,7 +48,18 @@ class Architecture:
     eagle_version: int = 0
     draft_vocab: int = 0
     mla: bool = False            # multi-head latent attention: one latent per token, shared by all heads
+    cross_attention: bool = False  # encoder-decoder (T5): every decoder layer also attends to the encoder
     source: str = ""
+
+    def kernels(self, n_layers, n_moe, extra_projection=False):
+        """Kernels one pass of `n_layers` decoder layers (`n_moe` of them MoE) launches, by the pinned
+        count `KERNELS`: what an engine's per-kernel overhead multiplies (MODEL.md 1.2)."""
+        k = KERNELS
+        attention = k["mla_attention"] if self.mla else k["attention"]
+        attention += k["cross_attention"] if self.cross_attention else 0
+        moe = k["moe_ffn"] + (k["shared_experts"] if self.shared_width else 0)
+        return (n_layers * attention + (n_layers - n_moe) * k["dense_ffn"] + n_moe * moe + k["head"]
+                + (k["projection"] if extra_projection else 0))
 
     @property
     def kv_split(self):
@@ -81,6 +92,19 @@ class Architecture:
     def p_embed(self):
         return 0 if self.tied else self.vocab * self.d_model
 
+
+# Kernels per layer kind (a pinned count, README "Engine profiles"): what a fused decode kernel set launches.
+KERNELS = dict(
+    attention=5,         # input norm, QKV projection, rotary + KV-cache write, attention, output projection
+    mla_attention=10,    # norm, q down, q norm, q up, kv down, kv norm, rotary + cache write, absorbed
+                         # key projection, attention, value + output projection
+    cross_attention=4,   # norm, query projection, attention over the encoder's cache, output projection
+    dense_ffn=4,         # norm, gate/up projection, activation, down projection
+    moe_ffn=7,           # norm, router, top-k, expert gate/up GEMM, activation, expert down GEMM, combine
+    shared_experts=3,    # gate/up, activation, down
+    head=3,              # final norm, LM head, sampling
+    projection=1,        # an EAGLE fc or MTP eh_proj over concatenated hidden states
+)
 
 # Upper bounds of the counts and sizes a config.json may give: far above any real model, low enough
 # that an absurd value is refused instead of hanging a loop over layers or overflowing float32.
@@ -206,7 +230,7 @@ def _t5(cfg, name, source):
         kv_elems_per_tok=2 * 2 * inner,  # self + cross attention caches per decoder layer
         n_full_layers=n_dec, n_window_layers=0, window=0.0, n_dense_ffn_layers=n_dec,
         dense_ffn_width=dff, n_moe_layers=0, n_experts=0, top_k=0, expert_width=0, shared_width=0,
-        tied=_flag(cfg, "tie_word_embeddings", False, source), gated_ffn=gated,
+        tied=_flag(cfg, "tie_word_embeddings", False, source), gated_ffn=gated, cross_attention=True,
         p_stored_only=n_dec * 2 * d * inner + n_enc * (4 * d * inner + ffn), source=source)
 
 

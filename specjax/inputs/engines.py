@@ -24,7 +24,7 @@ from .presets import read_toml
 PRESET_DIR = pathlib.Path(__file__).parents[1] / "presets" / "engines"
 PURE = "roofline"
 DEFAULT = "vllm"  # what model commands, sweeps and measurement rows use when no engine is named (README)
-GENERIC = "generic"  # pooled over every engine: serves a measurement row whose engine has no profile
+GENERIC = "generic"  # efficiencies pooled over every engine, no overheads: for rows of engines without a profile
 DEFAULTS = {f.name: f.default for f in dataclasses.fields(Hardware) if f.name in catalogue.ENGINE}
 _LABELS = {"name", "description", "source", "fitted", "held", "calibration", "hardware"}
 
@@ -48,6 +48,22 @@ class EngineProfile:
     def apply(self, hardware_profile):
         """A copy of a `HardwareProfile` with this engine's terms."""
         return hardware_profile.with_rates(**self.values_for(hardware_profile.slug))
+
+
+def transferable(profile, slug=None, description=None):
+    """The part of a profile that transfers to an engine without data of its own: its efficiencies,
+    with every overhead (`catalogue.OVERHEADS`) 0. Overheads are the engine's software (host
+    scheduling, launches, sampling, bookkeeping); the public data measure them several-fold apart
+    between engines (a per-step overhead of about 1.2-1.8 ms in vLLM, under 0.1 ms in
+    TensorRT-LLM's MTP, none visible in T5X), so borrowing one engine's for another is a guess worse
+    than leaving them out (README "Engine profiles")."""
+    zero = {n: 0.0 for n in catalogue.OVERHEADS}
+    return dataclasses.replace(profile, slug=slug or profile.slug, name=slug or profile.name,
+                               values={**profile.values, **zero},
+                               per_hardware={h: {**v, **{n: 0.0 for n in v if n in zero}}
+                                             for h, v in profile.per_hardware.items()},
+                               fitted=tuple(f for f in profile.fitted if f not in zero),
+                               description=description or profile.description)
 
 
 def _terms(table, source, where):

@@ -280,8 +280,9 @@ def check_buildable(rows):
 def engine_profile(name, profiles=None):
     """The `EngineProfile` called `name`: from `profiles` (e.g. fitted ones; its key "*" serves every
     engine it lacks) or the presets. An engine with no profile of its own (an engine name the presets
-    do not know, e.g. `hf` or `t5x`) is predicted with the `generic` preset, pooled over every engine:
-    a real engine has overheads, so the pure roofline is the worse guess for it."""
+    do not know, e.g. `hf` or `t5x`) is predicted with the `generic` preset (efficiencies pooled over
+    every engine, no overheads: `engines.transferable`): achieved fractions of the silicon transfer
+    between engines better than the pure roofline's 1, an engine's overheads do not transfer at all."""
     if profiles and name in profiles:
         return profiles[name]
     if profiles and "*" in profiles:  # a pooled profile serves engines without their own

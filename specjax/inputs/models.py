@@ -38,7 +38,7 @@ def _dtypes(arch, weight_dtype, expert_dtype, kv_dtype):
 
 
 def _build(arch, *, p_dense, p_head, head_resident, p_stored, n_layers, n_full, n_window, n_moe,
-           weight_dtype, expert_dtype, kv_dtype, dtype, p_attn=None):
+           weight_dtype, expert_dtype, kv_dtype, dtype, p_attn=None, projection=False):
     b_w, b_e, b_h, b_kv = _dtypes(arch, weight_dtype, expert_dtype, kv_dtype)
     vals = dict(
         d_model=arch.d_model, n_layers=n_layers, p_dense=p_dense, b_dense=b_w, p_head=p_head, b_head=b_h,
@@ -47,7 +47,8 @@ def _build(arch, *, p_dense, p_head, head_resident, p_stored, n_layers, n_full, 
         p_expert=arch.p_expert if n_moe else 0, b_expert=b_e, n_full_layers=n_full,
         n_window_layers=n_window, window=arch.window, attn_flops_per_ctx=arch.attn_flops_per_ctx,
         kv_elems_per_tok=arch.kv_elems_per_tok, b_kv=b_kv, kv_heads=arch.kv_split,
-        p_attn=n_layers * arch.p_attn_layer if p_attn is None else p_attn, weights_resident=1.0)
+        p_attn=n_layers * arch.p_attn_layer if p_attn is None else p_attn, weights_resident=1.0,
+        n_kernels=arch.kernels(n_layers, n_moe, projection))
     return Model(**{k: jnp.asarray(float(v), dtype) for k, v in vals.items()})
 
 
@@ -70,7 +71,8 @@ def eagle_head(head, target_arch, *, weight_dtype=None, kv_dtype=None, dtype=jnp
     p_head = head.draft_vocab * head.d_model if own_head else target_arch.vocab * target_arch.d_model
     return _build(head, p_dense=head.p_dense, p_head=p_head, head_resident=float(own_head), p_stored=0.0,
                   n_layers=head.n_layers, n_full=head.n_layers, n_window=0, n_moe=head.n_moe_layers,
-                  weight_dtype=weight_dtype, expert_dtype=None, kv_dtype=kv_dtype, dtype=dtype)
+                  weight_dtype=weight_dtype, expert_dtype=None, kv_dtype=kv_dtype, dtype=dtype,
+                  projection=bool(head.p_extra_read))
 
 
 def mtp_head(arch, *, weight_dtype=None, expert_dtype=None, kv_dtype=None, dtype=jnp.float32):
@@ -82,7 +84,7 @@ def mtp_head(arch, *, weight_dtype=None, expert_dtype=None, kv_dtype=None, dtype
     p_dense = 2 * arch.d_model * arch.d_model + arch.p_attn_layer + ffn
     return _build(arch, p_dense=p_dense, p_head=arch.p_head, head_resident=0.0, p_stored=0.0, n_layers=1,
                   n_full=1, n_window=0, n_moe=moe, weight_dtype=weight_dtype, expert_dtype=expert_dtype,
-                  kv_dtype=kv_dtype, dtype=dtype)
+                  kv_dtype=kv_dtype, dtype=dtype, projection=True)
 
 
 def self_draft(arch, *, weight_dtype=None, expert_dtype=None, kv_dtype=None, dtype=jnp.float32):
