@@ -3,6 +3,7 @@ collectives and per-rank costs, the pure-TP numbers of the previous release unch
 the plain-Python reference on random layouts, and the edge checks."""
 
 import json
+import pathlib
 import textwrap
 
 import jax.numpy as jnp
@@ -103,7 +104,8 @@ RELEASE_1 = [
     (dict(target="mixtral-8x22b", drafter="model", draft="mixtral-8x7b", tp=4),
      [(0.7475830684355437, 0.015829266773333333, 89), (1.1917287545567063, 0.03649095707007706, 89),
       (0.8011231043255986, 0.1371931458362513, 89)]),
-    (dict(target="llama-3.1-8b", hardware="h100-sxm", drafter="eagle", draft="eagle3-llama-3.1-8b", engine="vllm"),
+    (dict(target="llama-3.1-8b", hardware="h100-sxm", drafter="eagle", draft="eagle3-llama-3.1-8b",
+          engine=str(pathlib.Path(__file__).parent / "data" / "vllm_release1.toml")),
      [(1.73189680959581, 0.010625585220098772, 99), (1.949037625871343, 0.01694164472015666, 99),
       (1.7418655714468219, 0.13823050988664892, 99)]),
 ]

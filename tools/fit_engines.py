@@ -29,7 +29,7 @@ OUT = ROOT / "specjax" / "presets" / "engines"
 GENERIC = ("Efficiencies pooled over every engine in the public data (vLLM, SGLang, TensorRT-LLM, T5X), no overheads "
            "(they do not transfer between engines): for engines without a profile")
 ENGINES = {"vllm": "vLLM (V1, CUDA graphs), fitted on SpecDecode-Bench's vLLM rows and vLLM issue 20780's step times",
-           "sglang": "SGLang (0.5.9), fitted on SpecDecode-Bench's SGLang chain rows (speedups only)",
+           "sglang": "SGLang (0.5.9), fitted on SpecDecode-Bench's SGLang chain and tree rows (speedups only)",
            "trtllm": "TensorRT-LLM, fitted on the DeepSeek-R1 MTP step times of its B200 tech blog 1"}
 
 

@@ -1,8 +1,8 @@
 """Regenerate the README's figures (docs/*.png) from the shipped specs and data.
 
-Run from the repository root: ``python tools/make_figures.py``. Every number in a figure comes
-from specjax itself: the seed sweep, the sensitivity kernel and the validation/calibration of
-data/measured/public.csv.
+Run from the repository root: ``python tools/make_figures.py`` (``... validation``: only
+docs/validation.png). Every number in a figure comes from specjax itself: the seed sweep, the
+sensitivity kernel and the validation of data/measured/*.csv (pure, shipped, leave one source out).
 """
 
 import pathlib
@@ -84,8 +84,14 @@ def main():
     fig, _ = plots.serving_figure(*curves.serving_grid({f"llama-3-70b | alpha={a:g}": Scenario(**blog, alpha=a)
                                                         for a in (0.5, 0.6, 0.7)}))
     plots.save(fig, docs / "serving")
+    validation_figure(docs)
+    shutil.rmtree(tmp)
+
+
+def validation_figure(docs):
+    """docs/validation.png: every measured row (all three files), pure, shipped and out of sample."""
     data = ROOT / "data" / "measured"
-    rows = measured.load(data / "public.csv") + measured.load(data / "step_times.csv")
+    rows = [r for f in ("public.csv", "step_times.csv", "trees.csv") for r in measured.load(data / f)]
     pure, s0 = validate.evaluate(rows, "roofline")
     shipped, s1 = validate.evaluate(rows)
     loso, s2 = transfer.leave_one_source_out(rows)
@@ -94,11 +100,13 @@ def main():
         f"shipped engine profiles, in sample ({s1['median_ape']:.1%}, {s1['p90_ape']:.0%})": shipped,
         f"profiles fitted without the row's source ({s2['median_ape']:.1%}, {s2['p90_ape']:.0%})": loso})
     plots.save(fig, docs / "validation")
-    shutil.rmtree(tmp)
     keys = ("rows_scored", "median_ape", "p90_ape", "side_accuracy")
     print(pl.DataFrame([dict(split=n, **{k: v[k] for k in keys}) for n, v in
                         (("pure roofline", s0), ("shipped profiles", s1), ("leave one source out", s2))]))
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["validation"]:  # only the validation figure (a leave-one-source-out run, ~3 min)
+        validation_figure(ROOT / "docs")
+    else:
+        main()
