@@ -39,7 +39,7 @@ class Hardware:
         and ramp-up of each kernel, so that a layer of many small kernels costs more than one of few).
       draft_overhead_s: T_draft_fixed, added to every draft pass of a drafter that runs a model.
       step_overhead_s: T_step_fixed, added once per speculative step (rejection sampling, KV
-        bookkeeping). The last four are engine terms: an engine profile sets them with eta_F, eta_W.
+        bookkeeping). The last five are engine terms: an engine profile sets them with eta_F, eta_W.
       non_overlap: sigma in [0, 1]; an operator takes max(t_math, t_mem) + sigma min(t_math, t_mem):
         0 is the roofline of MODEL.md (perfect overlap), 1 the scaling book's upper bound (sum).
       roofline: static; "operator" (max per operator, summed) or "pass" (one max per pass).

@@ -53,10 +53,10 @@ class EngineProfile:
 def transferable(profile, slug=None, description=None):
     """The part of a profile that transfers to an engine without data of its own: its efficiencies,
     with every overhead (`catalogue.OVERHEADS`) 0. Overheads are the engine's software (host
-    scheduling, launches, sampling, bookkeeping); the public data measure them several-fold apart
-    between engines (a per-step overhead of about 1.2-1.8 ms in vLLM, under 0.1 ms in
-    TensorRT-LLM's MTP, none visible in T5X), so borrowing one engine's for another is a guess worse
-    than leaving them out (README "Engine profiles")."""
+    scheduling, launches, sampling, bookkeeping); the public data measure them far apart between
+    engines (about 1 ms per speculative step in vLLM, little beyond its draft passes in TensorRT-LLM's
+    MTP, none visible in T5X), so borrowing one engine's for another is a guess worse than leaving
+    them out (README "Engine profiles")."""
     zero = {n: 0.0 for n in catalogue.OVERHEADS}
     return dataclasses.replace(profile, slug=slug or profile.slug, name=slug or profile.name,
                                values={**profile.values, **zero},
