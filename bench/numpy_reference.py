@@ -80,7 +80,7 @@ def communication(hw, m, n, tp=1.0, ep=1.0, dp=1.0):
 
 def t_pass(m, hw, batch, q, ctx, tp=1.0, ep=1.0, dp=1.0, imbalance=1.0):
     """Operator-mode roofline time of one pass per GPU (arrays in, array out), with its collectives and
-    the engine's per-pass and per-layer overheads."""
+    the engine's per-pass, per-layer and per-kernel overheads."""
     if m["p_dense"] + m["p_head"] + m["p_expert"] == 0:
         return 0.0 * batch
     g = tp * dp
@@ -105,7 +105,8 @@ def t_pass(m, hw, batch, q, ctx, tp=1.0, ep=1.0, dp=1.0, imbalance=1.0):
          m["n_window_layers"] * (batch * kv * l_win + n * kv) / kv_ways),
     ]
     t = sum(np.maximum(f / f_rate, w / w_rate) for f, w in ops)
-    overhead = hw["fixed_overhead_s"] + m["n_layers"] * hw.get("layer_overhead_s", 0.0)
+    overhead = (hw["fixed_overhead_s"] + m["n_layers"] * hw.get("layer_overhead_s", 0.0)
+                + m.get("n_kernels", 0.0) * hw.get("kernel_overhead_s", 0.0))
     return t + communication(hw, m, n, tp, ep, dp) + overhead
 
 
