@@ -100,6 +100,8 @@ def test_benchmark_pairs_become_measurement_rows(tmp_path, capsys):
      "vllm-metrics", "a partial scrape: no vllm:spec_decode_num_draft_tokens_total"),
     ("vllm_metrics_before.prom", lambda t: t.replace("} 1500.0", "} lots"), "vllm-metrics",
      "value 'lots'; expected a number"),
+    ("vllm_metrics_before.prom", lambda t: t.replace("} 8.0", "} inf"), "vllm-metrics",  # found by tools/fuzz.py
+     "line 3: value 'inf'; expected a finite number >= 0"),
 ])
 def test_malformed_inputs_get_one_line_errors(tmp_path, capsys, name, edit, fmt, msg):
     p = tmp_path / name
@@ -109,6 +111,21 @@ def test_malformed_inputs_get_one_line_errors(tmp_path, capsys, name, edit, fmt,
     code, _, err = run(capsys, ["ingest", str(p), "--format", fmt, "--out", str(tmp_path / "o.csv")])
     assert code == 2 and msg in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "o.csv").exists()
+
+
+@pytest.mark.parametrize("key,value", [("spec_decode_acceptance_length", {}), ("max_concurrency", "x"),
+                                       ("request_rate", [1]), ("spec_decode_per_position_acceptance_rates", 3)])
+def test_benchmark_results_with_wrong_types_are_refused(tmp_path, capsys, key, value):
+    """A benchmark result whose numbers are not numbers (found by tools/fuzz.py: a dict where the accepted
+    length belongs crashed ingest) gets one line naming the file, the line and the key."""
+    r = json.loads((ENG / "vllm_bench_eagle3.json").read_text())
+    p = tmp_path / "sd.json"
+    p.write_text(json.dumps({**r, key: value}))
+    code, _, err = run(capsys, ["ingest", str(ENG / "vllm_bench_base.json"), str(p), "--target", "llama-3.1-8b",
+                                "--hardware", "h100-sxm", "--drafter", "eagle", "--draft", "eagle3-llama-3.1-8b",
+                                "--out", str(tmp_path / "m.csv")])
+    assert code == 2 and len(err.strip().splitlines()) == 1 and key in err and "sd.json" in err, err
+    assert not (tmp_path / "m.csv").exists()
 
 
 def test_restarted_server_and_unpaired_results_are_refused(tmp_path):

@@ -231,6 +231,8 @@ def _scrape(path):
             v = float(m["value"])
         except ValueError:
             raise _err(path, n, f"value {m['value']!r}; expected a number") from None
+        if not math.isfinite(v) or v < 0:  # counters and the running gauge are finite counts
+            raise _err(path, n, f"value {m['value']!r}; expected a finite number >= 0")
         if name in COUNTERS:
             vals[name] = vals.get(name, 0.0) + v
         elif name == "vllm:spec_decode_num_accepted_tokens_per_pos_total":
@@ -294,10 +296,12 @@ class BenchResult:
         return (self.concurrency, self.qps)
 
 
-def _rate(v):
+def _rate(path, line, r):
+    """The result's request rate: None for a closed loop ("inf", as the benchmarks write it)."""
+    v = r.get("request_rate")
     if v is None or v == "inf" or (isinstance(v, float) and math.isinf(v)):
         return None
-    return float(v)
+    return _num(path, line, r, "request_rate")
 
 
 def bench_results(path, fmt):
@@ -314,20 +318,22 @@ def bench_results(path, fmt):
         if done <= 0:
             raise _err(path, n, "completed = 0; expected a result with finished requests")
         if fmt == "vllm-bench":
-            tau = r.get("spec_decode_acceptance_length")
+            tau = _num(path, n, r, "spec_decode_acceptance_length", optional=True)
             rates = r.get("spec_decode_per_position_acceptance_rates") or []
+            if not isinstance(rates, list):
+                raise _err(path, n, f"spec_decode_per_position_acceptance_rates = {rates!r}; expected a list")
             k = len(rates) or None
             if k is None and r.get("spec_decode_num_drafts"):
                 k = round(_num(path, n, r, "spec_decode_draft_tokens") / _num(path, n, r, "spec_decode_num_drafts"))
-            conc = r.get("max_concurrency")
         else:
-            tau, k, conc = r.get("accept_length"), None, r.get("max_concurrency")
-        out.append(BenchResult(path=str(path), line=n, concurrency=None if conc is None else float(conc),
-                               qps=_rate(r.get("request_rate")), output_tok_s=_num(path, n, r, "output_throughput"),
+            tau, k = _num(path, n, r, "accept_length", optional=True), None
+        conc = _num(path, n, r, "max_concurrency", optional=True)
+        out.append(BenchResult(path=str(path), line=n, concurrency=conc,
+                               qps=_rate(path, n, r), output_tok_s=_num(path, n, r, "output_throughput"),
                                tpot_s=_num(path, n, r, "mean_tpot_ms") / 1e3,
                                input_len=_num(path, n, r, "total_input_tokens") / done,
                                output_len=_num(path, n, r, "total_output_tokens") / done,
-                               accepted_length=None if tau is None else float(tau), k=k))
+                               accepted_length=tau, k=k))
     return out
 
 
