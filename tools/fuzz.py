@@ -85,7 +85,7 @@ def mutate_csv(rng, text):
     return "\n".join([header] + out) + "\n"
 
 
-HOSTILE = ["", "-1", "0", "nan", "inf", "1e308", "abc", "2.5", '"', "9" * 40, "null", "[]", "{}", "true"]
+HOSTILE_TEXT = ["", "-1", "0", "nan", "inf", "1e308", "abc", "2.5", '"', "9" * 40, "null", "[]", "{}", "true"]
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
 
 
@@ -101,7 +101,7 @@ def mutate_lines(rng, text):
             nums = list(NUMBER.finditer(lines[i]))
             if nums:
                 m = rng.choice(nums)
-                lines[i] = lines[i][:m.start()] + rng.choice(HOSTILE) + lines[i][m.end():]
+                lines[i] = lines[i][:m.start()] + rng.choice(HOSTILE_TEXT) + lines[i][m.end():]
         elif r < 0.7:
             lines[i] = lines[i][:rng.randrange(len(lines[i]) + 1)]  # truncated
         elif r < 0.85:

@@ -1,8 +1,8 @@
 """Fit an engine profile to measurements (MODEL.md 4).
 
 Parameters: the engine terms of the input catalogue (`catalogue.ENGINE`: eta_F, eta_W, T_pass_fixed,
-t_layer, t_kernel, T_draft_fixed, T_step_fixed, sigma), one set shared by every training row, each squashed into
-its catalogue `fit` bounds by a sigmoid. Acceptance is the row's where given; otherwise one alpha per
+t_layer, t_kernel, T_draft_fixed, T_step_fixed, sigma), one set shared by every training row, each
+squashed into its catalogue `fit` bounds by a sigmoid. Acceptance is the row's where given; otherwise one alpha per
 acceptance group, the one that matches the group's anchor row (as `validate` does; differentiable by
 the implicit function theorem). Loss: mean squared log error of the non-anchor speedups plus, where a
 row has them, of the measured step times (`t_base_s`, `t_sd_step_s`), each source weighted equally,

@@ -116,7 +116,7 @@ def serving_figures(df, out_dir):
             and df[i.column].n_unique() > 1]
     for (h, p), g in df.group_by(["hardware", "pair"], maintain_order=True):
         split = axes[:1] if g.select(axes).unique().height > MAX_SERIES and axes else []
-        for key, part in (part_ for part_ in (g.group_by(split, maintain_order=True) if split else [((), g)])):
+        for key, part in (g.group_by(split, maintain_order=True) if split else [((), g)]):
             series = [a for a in axes if a not in split]
             frames, marks = [], {}
             for sk, sg in (part.group_by(series, maintain_order=True) if series else [((), part)]):

@@ -108,9 +108,14 @@ def sides(hw, deploy, target, draft, dec):
                  cap=jnp.minimum(dec.load.max_num_seqs, jnp.stack([r1.max_batch_base, r1.max_batch_sd])))
 
 
+def rate_at(t, tau, c_p, load, b):
+    """lambda(B) of batch `b` whose decode step takes `t` (Little's law with the prefill share)."""
+    return b / (load.output_len / tau * t + b * load.input_len * c_p)
+
+
 def rate_of(t_of, tau, c_p, load, b):
-    """lambda(B): the request rate whose fixed point is batch `b` (Little's law with the prefill share)."""
-    return b / (load.output_len / tau * t_of(jnp.maximum(b, 1.0)) + b * load.input_len * c_p)
+    """lambda(B): the request rate whose fixed point is batch `b`."""
+    return rate_at(t_of(jnp.maximum(b, 1.0)), tau, c_p, load, b)
 
 
 def batch(t_of, tau, c_p, load, b_cap, qps, iters, b0=None, slope=None):
@@ -122,8 +127,9 @@ def batch(t_of, tau, c_p, load, b_cap, qps, iters, b0=None, slope=None):
     theorem's, -(dlambda/dtheta) / (dlambda/dB)."""
     one = jnp.ones_like(b_cap)
     ends = jnp.stack([b_cap, one])
-    t_cap, t_one = t_of(jnp.maximum(ends, 1.0))  # both ends in one evaluation (one trace of t_of)
-    lam_cap, lam_one = ends / (load.output_len / tau * jnp.stack([t_cap, t_one]) + ends * load.input_len * c_p)
+    t_ends = t_of(jnp.maximum(ends, 1.0))  # both ends in one evaluation (one trace of t_of)
+    lam_cap, lam_one = rate_at(t_ends, tau, c_p, load, ends)
+    t_one = t_ends[1]
     below_one = qps * load.output_len / tau * t_one / (1.0 - qps * load.input_len * c_p)  # B <= 1
     if b0 is None:
         top = jnp.log(jnp.maximum(b_cap, 1.0))
