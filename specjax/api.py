@@ -50,27 +50,20 @@ def _find(hw, deploy, target, draft, dec, batch_max, n_grid=_crossover.N_GRID):
 
 
 def inputs(scenario):
-    """The resolved inputs of a `Scenario`, echoed with every answer (what was actually evaluated)."""
-    from .inputs import engines, models
+    """The resolved inputs of a `Scenario`, echoed with every answer (what was actually evaluated): every
+    catalogue input a scenario carries (`catalogue.ECHO`), with the dtypes the model resolved, alpha as
+    solved, and the derived GPU count and conditional rates."""
+    from . import catalogue
+    from .inputs import models
 
+    out = {name: getattr(scenario, name) for name in catalogue.ECHO}
+    out = {n: list(v) if isinstance(v, tuple) else v for n, v in out.items()
+           if not (v is None and catalogue.INPUTS[n].tree == "load")}  # a decode batch has no load
     arch = models.load_architecture(scenario.target)
     w, e, _, kv = models.dtype_names(arch, scenario.weight_dtype, scenario.expert_dtype, scenario.kv_dtype)
-    return finite(dict(target=scenario.target, drafter=scenario.drafter, draft=scenario.draft,
-                       draft_cost=scenario.draft_cost, hardware=scenario.hardware,
-                       engine=scenario.engine if scenario.engine is not None else engines.PURE,
-                       weight_dtype=w, expert_dtype=e, kv_dtype=kv,
-                       compute_dtype=scenario.compute_dtype, k=scenario.k,
-                       alpha=finite_or_none(np.float32(scenario.resolved_alpha())),
-                       accepted_length=scenario.accepted_length, batch=scenario.batch, context=scenario.context,
-                       tp=scenario.tp, ep=scenario.ep, dp_attention=scenario.dp_attention,
-                       draft_tp=scenario.draft_tp, gpus=scenario.tp * scenario.dp_attention,
-                       expert_imbalance=scenario.expert_imbalance, roofline=scenario.roofline,
-                       memory_fraction=scenario.memory_fraction,
-                       expert_locality=scenario.expert_locality,
-                       acceptance_vector=list(scenario.acceptance_vector) if scenario.acceptance_vector else None,
-                       position_rates=list(scenario.position_rates) if scenario.position_rates else None,
-                       rates=scenario.rates(), tree_topk=scenario.tree_topk, tree_tokens=scenario.tree_tokens,
-                       draft_kv_budget=scenario.draft_kv_budget))
+    out.update(weight_dtype=w, expert_dtype=e, kv_dtype=kv, alpha=finite_or_none(np.float32(scenario.resolved_alpha())),
+               gpus=scenario.tp * scenario.dp_attention, rates=scenario.rates())
+    return finite(out)
 
 
 def finite(obj):

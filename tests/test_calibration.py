@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import reference as ref
-from specjax.cost import catalogue
+from specjax import catalogue
 from specjax.engine import calibrate, validate
 from specjax.inputs import engines, hardware, measured
 from specjax.cli import main

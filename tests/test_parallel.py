@@ -2,10 +2,12 @@
 collectives and per-rank costs, the pure-TP numbers of the previous release unchanged, memory per rank,
 the plain-Python reference on random layouts, and the edge checks."""
 
+import dataclasses
 import json
 import pathlib
 import textwrap
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -304,3 +306,17 @@ def test_plot_takes_the_layout_and_tree_flags(tmp_path):
         main(["plot", "speedup", "--target", "deepseek-v3", "--hardware", "h200", "--alpha", "0.8", "--drafter", "mtp",
               "--tp", "8", "--ep", "3", "--out", str(tmp_path / "bad")])
     assert e.value.code == 2
+
+
+def test_layout_what_if_under_vmap_equals_the_layout_built_directly():
+    """`parallel` is set by builders, never read off leaves: a tensor-parallel deployment edited to
+    dp_attention = 2 under vmap runs the general kernels and equals the layout built directly."""
+    base = Scenario(target="llama-3.1-70b", hardware="h200", drafter="eagle", draft="eagle3-llama-3.1-70b",
+                    tp=4, batch=64, k=3, alpha=0.7, kv_dtype="fp8", engine="vllm")
+    hw, deploy, tgt, draft, dec = base.build()
+    assert not deploy.parallel  # pure TP: the fast path
+    what_if = jax.vmap(lambda a: step(hw, deploy.replace(dp_attention=a), tgt, draft, dec).t_sd_step_s)(
+        jnp.asarray([1.0, 2.0], jnp.float32))
+    direct = [float(jax.jit(step)(*dataclasses.replace(base, dp_attention=a).build()).t_sd_step_s) for a in (1, 2)]
+    assert deploy.replace(dp_attention=2.0).parallel and not deploy.replace(tp=8.0).parallel
+    np.testing.assert_allclose(np.asarray(what_if), direct, rtol=1e-6)

@@ -18,7 +18,7 @@ import sys
 ROOT = pathlib.Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specjax.cost import catalogue  # noqa: E402
+from specjax import catalogue  # noqa: E402
 from specjax.engine import calibrate, validate  # noqa: E402
 from specjax.inputs import engines  # noqa: E402
 from specjax.inputs import measured  # noqa: E402

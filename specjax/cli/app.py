@@ -11,10 +11,10 @@ import typer
 
 from .. import __version__
 from ..api import finite
-from ..inputs import drafters, engines
+from ..inputs import drafters
 from ..errors import SpecError
+from .. import catalogue
 from ..inputs.scenario import Scenario
-from ..cost.trees import MODES
 
 
 def choices(name, values):
@@ -23,7 +23,7 @@ def choices(name, values):
 
 
 DrafterChoice = choices("DrafterChoice", drafters.names())
-RooflineChoice = choices("RooflineChoice", MODES)
+RooflineChoice = choices("RooflineChoice", catalogue.INPUTS["roofline"].choices)
 MethodChoice = choices("MethodChoice", ("optax", "brute"))
 
 
@@ -34,18 +34,6 @@ def value(x):
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Does speculative decoding pay for this target, drafter, hardware, batch and context?")
 
-Target = Annotated[str, typer.Option(help="Target model: preset slug or config.json path.")]
-Drafter = Annotated[DrafterChoice, typer.Option(help="; ".join(f"{k.name}: {k.help}"
-                                                                for k in drafters.REGISTRY.values()))]
-Draft = Annotated[Optional[str], typer.Option(help="Draft model or EAGLE head: slug or config.json path.")]
-DraftCost = Annotated[Optional[float], typer.Option(help="Draft pass cost / target pass cost (drafter=ratio).")]
-Hw = Annotated[str, typer.Option("--hardware", help="Accelerator: preset slug or hardware TOML path.")]
-Tp = Annotated[int, typer.Option(help="Tensor-parallel degree of attention (GPUs per replica: tp x dp-attention).")]
-Ep = Annotated[int, typer.Option(help="Expert-parallel degree of the MoE layers (divides the experts and the GPUs).")]
-DpAttn = Annotated[int, typer.Option("--dp-attention", help="Attention data-parallel ranks, each tp GPUs holding "
-                                                            "1/dp of the sequences (SGLang/vLLM DP attention).")]
-DraftTp = Annotated[Optional[int], typer.Option(help="The drafter's own TP degree (vLLM draft_tensor_parallel_size; "
-                                                     "default: the target's layout).")]
 def rate_list(text):
     """'0.8,0.6,0.5' -> (0.8, 0.6, 0.5); a bad entry gets the one-line error of the option."""
     try:
@@ -54,32 +42,39 @@ def rate_list(text):
         raise typer.BadParameter(f"{text!r}; expected comma-separated rates such as 0.8,0.6,0.5") from None
 
 
-AccVector = Annotated[Optional[str], typer.Option(help="Conditional acceptance per draft position, a_1,a_2,... "
-                                                       "(beyond the last: the last). Replaces --alpha.")]
-PosRates = Annotated[Optional[str], typer.Option(help="vLLM's per-position acceptance rates r_1,r_2,... "
-                                                      "(unconditional; a_i = r_i / r_(i-1)). Replaces --alpha.")]
-TreeTopk = Annotated[Optional[int], typer.Option(help="Draft tree: branching per step (SGLang speculative-eagle-topk; "
-                                                      "--k is the depth, speculative-num-steps).")]
-TreeTokens = Annotated[Optional[int], typer.Option(help="Draft tree: tokens verified per sequence, root included "
-                                                        "(SGLang speculative-num-draft-tokens).")]
-KvBudget = Annotated[Optional[float], typer.Option(help="Tokens of KV the drafter keeps and reads per layer "
-                                                        "(StreamingLLM / MagicDec; default: all).")]
-Imbalance = Annotated[float, typer.Option(help="Busiest EP rank's routed-expert work / the mean (>= 1).")]
-K = Annotated[int, typer.Option("--k", help="Draft length: tokens proposed per step.")]
-Alpha = Annotated[Optional[float], typer.Option(help="Per-token acceptance rate in [0, 1].")]
-Tau = Annotated[Optional[float], typer.Option(help="Mean accepted length per step incl. bonus token, in [1, k+1].")]
-Context = Annotated[float, typer.Option(help="Tokens in each sequence's KV cache.")]
-WDtype = Annotated[Optional[str], typer.Option(help="Weight dtype for all weights (default: from config).")]
-EDtype = Annotated[Optional[str], typer.Option(help="Weight dtype for routed experts only.")]
-KvDtype = Annotated[Optional[str], typer.Option(help="KV-cache dtype (default: weight dtype).")]
-CDtype = Annotated[str, typer.Option(help="Compute dtype whose peak FLOP/s applies.")]
-Roof = Annotated[RooflineChoice, typer.Option(help="operator (per-operator roofline) | pass (one roofline per pass).")]
-MemFrac = Annotated[float, typer.Option(help="Usable fraction of HBM.")]
-DEFAULT_ENGINE = engines.DEFAULT
-Engine = Annotated[str, typer.Option(help="Engine profile: vllm, sglang, trtllm (fitted on published data), an "
-                                          "engine TOML, or roofline (the pure model).")]
-Locality = Annotated[float, typer.Option(help="MoE expert locality of the workload: 0 = sequences route "
-                                              "independently, 1 = identically (one prompt copied B times).")]
+PANELS = {"system": "What runs where", "point": "Operating point", "load": "Serving load"}
+_CHOICES = {"drafter": DrafterChoice}  # registered names: the registry's Enum (typer shows and checks them)
+
+
+def option(row, many=False):
+    """(annotation, default) of the CLI option of catalogue row `row`: its type from the row's kind, its
+    help and panel from the row, its default the row's (`flag_default` where the CLI's differs); `many`:
+    a repeatable option (a list)."""
+    if row.kind == "number":
+        kind = int if row.integer else float
+    elif row.kind in ("choice", "registered"):
+        kind = _CHOICES.get(row.name) or choices(f"{row.name.title()}Choice", row.choices)
+    else:
+        kind = str  # names, dtypes, and rate vectors as comma-separated text
+    default = row.flag_default if row.flag_default is not None else row.default
+    required = default is catalogue.REQUIRED
+    if many:
+        kind, default = list[kind], None
+    elif required:
+        default = inspect.Parameter.empty
+    elif default is None:
+        kind = Optional[kind]
+    elif isinstance(kind, type) and issubclass(kind, enum.Enum):
+        default = kind(default)
+    flag = "--" + row.name.replace("_", "-")
+    return Annotated[kind, typer.Option(flag, help=row.help, rich_help_panel=PANELS[row.group])], default
+
+
+def flag_rows(which):
+    """The catalogue rows of the CLI options `which` ("model" or "load"), in catalogue order."""
+    return [r for r in catalogue.INPUTS.values() if r.flag == which]
+
+
 Json = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 IgnoreMem = Annotated[bool, typer.Option("--ignore-memory", help="Evaluate even if the weights do not fit in "
                                                                "tp x HBM (pure roofline, as many blog posts do).")]
@@ -114,9 +109,8 @@ PROFILE = []  # the `--profile` of this run (printed by `cli.main` when the comm
 def scenario(ignore_memory=False, **kw):
     """A validated `Scenario` from model flags (Enum options unwrapped); refuses weights that do not fit."""
     kw = {k: value(v) for k, v in kw.items()}
-    kw["draft_cost"] = kw.pop("draft_cost", None)
-    for name in ("acceptance_vector", "position_rates"):
-        if kw.get(name) is not None:
+    for name, row in catalogue.SCENARIO.items():
+        if row.kind == "rates" and isinstance(kw.get(name), str):
             kw[name] = rate_list(kw[name])
     sc = Scenario(**kw)
     if not ignore_memory:
@@ -172,39 +166,30 @@ def table(rows):
         print(f"{k:<{width}}  {v}")
 
 
-_MODEL_FLAGS = [  # (name, annotation, default): the operating point, shared by the model commands
-    ("target", Target, inspect.Parameter.empty), ("hardware", Hw, inspect.Parameter.empty),
-    ("drafter", Drafter, DrafterChoice.ratio), ("draft", Draft, None), ("draft_cost", DraftCost, None), ("tp", Tp, 1),
-    ("ep", Ep, 1), ("dp_attention", DpAttn, 1), ("draft_tp", DraftTp, None), ("expert_imbalance", Imbalance, 1.0),
-    ("k", K, 2), ("alpha", Alpha, None), ("accepted_length", Tau, None), ("acceptance_vector", AccVector, None),
-    ("position_rates", PosRates, None), ("tree_topk", TreeTopk, None), ("tree_tokens", TreeTokens, None),
-    ("draft_kv_budget", KvBudget, None), ("context", Context, 2048.0),
-    ("weight_dtype", WDtype, None), ("expert_dtype", EDtype, None), ("kv_dtype", KvDtype, None),
-    ("compute_dtype", CDtype, "bf16"), ("roofline", Roof, RooflineChoice.operator), ("memory_fraction", MemFrac, 0.9),
-    ("engine", Engine, DEFAULT_ENGINE), ("expert_locality", Locality, 0.0),
-    ("ignore_memory", IgnoreMem, False)]
 BatchMax = Annotated[float, typer.Option(help="Largest batch searched (2 to 1e8).")]
-InputLen = Annotated[float, typer.Option(help="Mean prompt tokens per request (L_in).")]
-OutputLen = Annotated[float, typer.Option(help="Mean output tokens per request (L_out).")]
-MaxNumSeqs = Annotated[int, typer.Option(help="The engine's batch cap (vLLM --max-num-seqs).")]
-ChunkTokens = Annotated[int, typer.Option(help="Prompt tokens prefilled per iteration "
-                                               "(vLLM --max-num-batched-tokens).")]
-LOAD_DEFAULTS = dict(input_len=1024.0, output_len=128.0, max_num_seqs=256, chunk_tokens=2048)  # vllm bench serve's
-# random-dataset lengths, vLLM's long-standing max_num_seqs and a 2048-token prefill budget
+Roof, ROOF_DEFAULT = option(catalogue.INPUTS["roofline"])  # validate and calibrate take the mode alone
 
 
-def model_command(fn):
-    """Register `fn(model, **own)` as a command taking the shared model flags plus its own options;
-    the model flags arrive as one dict `model`."""
+def model_command(fn=None, *, load=(), many=()):
+    """Register `fn(model, **own)` as a command taking the model flags of the catalogue (`flag_rows
+    ("model")`) plus its own options; the model flags arrive as one dict `model`. `load`: the load flags
+    it takes (names, or True for all), which arrive as a dict `load`; `many`: flags given as repeatable
+    lists (e.g. several targets for a figure)."""
+    if fn is None:
+        return functools.partial(model_command, load=load, many=many)
     kw_only = inspect.Parameter.KEYWORD_ONLY
-    shared = [inspect.Parameter(n, kw_only, annotation=a, default=d) for n, a, d in _MODEL_FLAGS]
+    rows = {"model": flag_rows("model"), "load": [r for r in flag_rows("load") if load is True or r.name in load]}
+    groups = {g: [inspect.Parameter(r.name, kw_only, annotation=a, default=d)
+                  for r in rs for a, d in [option(r, r.name in many)]] for g, rs in rows.items()}
+    groups["model"].append(inspect.Parameter("ignore_memory", kw_only, annotation=IgnoreMem, default=False))
     own = [p.replace(kind=kw_only) for p in inspect.signature(fn, eval_str=True).parameters.values()
-           if p.name != "model"]
-    names = {n for n, _, _ in _MODEL_FLAGS}
+           if p.name not in groups]
+    shared = groups["model"] + groups["load"]
 
     @functools.wraps(fn)
     def command(**kw):
-        return fn({k_: kw.pop(k_) for k_ in list(kw) if k_ in names}, **kw)
+        split = {g: {p.name: kw.pop(p.name) for p in ps} for g, ps in groups.items()}
+        return fn(split["model"], **({"load": split["load"]} if rows["load"] else {}), **kw)
 
     command.__signature__ = inspect.Signature(shared + own)
     command.__annotations__ = {p.name: p.annotation for p in shared + own}

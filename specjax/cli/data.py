@@ -1,17 +1,18 @@
 """Commands on measurements and figures: `validate`, `calibrate`, `plot` (registered on `cli.app`)."""
 
+import dataclasses
+import itertools
 import json
 import pathlib
 from typing import Annotated, Optional
 
 import typer
 
-from .. import api
+import numpy as np
+
+from .. import api, catalogue
 from ..errors import SpecError
-from ..inputs.scenario import Scenario
-from .app import (DEFAULT_ENGINE, LOAD_DEFAULTS, ChunkTokens, Context, Draft, DraftCost, Drafter, DrafterChoice,
-                  DpAttn, DraftTp, EDtype, Engine, Ep, Imbalance, InputLen, Json, K, KvBudget, KvDtype, MaxNumSeqs,
-                  OutputLen, Roof, RooflineChoice, Tp, TreeTokens, TreeTopk, WDtype, app, choices, print_json, value)
+from .app import ROOF_DEFAULT, Json, Roof, app, choices, model_command, print_json, scenario, value
 
 
 def _writetable(df, path):
@@ -72,7 +73,7 @@ def validate(csv: Csvs, engine: EngineOpt = None,
                                                 "other sources only.")] = False,
              steps: Annotated[int, typer.Option(help="optax steps per calibration (--leave-one-source-out).",
                                                 min=10, max=100000)] = 600,
-             roofline: Roof = RooflineChoice.operator,
+             roofline: Roof = ROOF_DEFAULT,
              out: Annotated[Optional[str], typer.Option(help="Write the per-row table (.csv or .parquet).")] = None,
              as_json: Json = False):
     """Predict every measured speedup and report the errors (MODEL.md 7)."""
@@ -115,7 +116,7 @@ def calibrate(csv: Csvs,
                   help="eta_W held fixed when the CSV has no step times (speedups fix only ratios).")] = 0.85,
               holdout_fraction: Annotated[float, typer.Option(help="Share of series held out.")] = 0.3,
               steps: Annotated[int, typer.Option(help="optax steps.", min=10, max=100000)] = 1500,
-              roofline: Roof = RooflineChoice.operator, as_json: Json = False):
+              roofline: Roof = ROOF_DEFAULT, as_json: Json = False):
     """Fit an engine profile (efficiencies and overheads, MODEL.md 4) to measurements; write it as TOML."""
     from ..engine import calibrate as _cal
     from ..engine import validate as _validate
@@ -168,126 +169,156 @@ def calibrate(csv: Csvs,
         print(f"{k_:<20} {_pct(v['median_ape']):>11} {_pct(v['p90_ape']):>9} {_pct(v['side_accuracy']):>10}")
 
 
-PlotKind = choices("PlotKind", ("speedup", "crossover-map", "sensitivity", "roofline", "optimal-k", "validation",
-                               "serving"))
+@dataclasses.dataclass(frozen=True)
+class _PlotRequest:
+    """What `plot` was asked: the figure kind, the model and load flags (targets, hardware and alphas as
+    lists), the --from source, batches and crossover-map axes."""
+
+    kind: str
+    model: dict
+    load: dict
+    source: str | None
+    batch: list | None
+    x: str | None
+    y: str | None
+
+    def scenarios(self, needs_alpha=True):
+        """{label: Scenario} for every target x hardware x alpha given (the other model flags shared)."""
+        m = dict(self.model)
+        targets, hardware, alphas = m.pop("target"), m.pop("hardware"), m.pop("alpha")
+        if not targets or not hardware:
+            raise SpecError(f"plot {self.kind} needs --from DIR or model flags (--target and --hardware)")
+        if needs_alpha and not alphas:
+            raise SpecError(f"plot {self.kind} needs --alpha (repeat it for several curves)")
+        alphas = alphas or [0.5]  # roofline, optimal-k: acceptance does not enter the figure
+        if not needs_alpha and m["draft_cost"] is None and value(m["drafter"]) == "ratio":
+            # the target alone: a drafter that needs nothing, and no drafter-only keys
+            m.update(drafter="ngram", draft_tp=None, tree_topk=None, tree_tokens=None, draft_kv_budget=None)
+        out = {}
+        for t, h, a in itertools.product(targets, hardware, alphas):
+            label = " | ".join([t] + ([pathlib.Path(h).stem] if len(hardware) > 1 else [])
+                               + ([f"alpha={a:g}"] if len(alphas) > 1 else []))
+            out[label] = scenario(target=t, hardware=h, alpha=a, **m, **(self.load if self.kind == "serving" else {}))
+        return out
+
+    def sweep(self, column, needs):
+        """The sweep output under --from, checked to have `column` (`needs`: what it takes, for the message)."""
+        from ..outputs import plots
+
+        if not pathlib.Path(self.source).is_dir():
+            raise SpecError(f"--from {self.source!r}: not a sweep output directory")
+        df = plots.from_sweep(self.source)
+        if column not in df.columns:
+            raise SpecError(f"--from {self.source!r}: plot {self.kind} needs {needs}")
+        return df
 
 
-@app.command()
-def plot(kind: Annotated[PlotKind, typer.Argument(help="What to draw.")],
+def _speedup_figure(req):
+    from ..outputs import curves, plots
+
+    if req.source:
+        df = req.sweep("speedup", "a sweep with a batch axis and no reduction")
+        if "batch_seqs" not in df.columns:
+            raise SpecError(f"--from {req.source!r}: plot speedup needs a sweep with a batch axis and no reduction")
+        return plots.speedup_figure(df)
+    return plots.speedup_figure(curves.speedup_grid(req.scenarios(), np.geomspace(1, 4096, 97)))
+
+
+def _crossover_map_figure(req):
+    from ..outputs import plots
+
+    if not req.source:
+        raise SpecError("plot crossover-map needs --from DIR (a sweep with reduce.kind = 'crossover')")
+    df = req.sweep("crossover_batch", "a sweep with reduce.kind = 'crossover'")
+    for name, v in (("x", req.x), ("y", req.y)):
+        if v not in df.columns:
+            raise SpecError(f"{name}={v!r}; expected a column of the sweep: {', '.join(df.columns)}")
+    return plots.crossover_map_figure(df, req.x, req.y)
+
+
+def _sensitivity_figure(req):
+    from ..outputs import plots
+
+    sens = {label: api.sensitivity(sc) for label, sc in req.scenarios().items()}
+    ofs = {r["of"] for r in sens.values()}
+    if len(ofs) > 1:
+        raise SpecError("plot sensitivity: some scenarios have a switch-off batch and some do not ("
+                        + ", ".join(f"{lb}: {r['status']}" for lb, r in sens.items()) + "); plot them separately")
+    of = "B_off" if ofs == {"crossover_batch"} else "the speedup at batch 1"
+    return plots.sensitivity_figure({lb: r["elasticities"] for lb, r in sens.items()}, of=of,
+                                    title="What moves the switch-off batch B_off" if of == "B_off" else
+                                    "No switch-off batch: what moves the speedup at batch 1")
+
+
+def _first(req):
+    """The first scenario of a single-scenario figure, and its label without the alpha."""
+    (label, sc), = list(req.scenarios(needs_alpha=False).items())[:1]
+    return label.split(" | alpha=")[0], sc
+
+
+def _roofline_figure(req):
+    from ..outputs import curves, plots
+
+    label, sc = _first(req)
+    for b in req.batch or []:
+        catalogue.check("batch", b, field="--batch")
+    hw_, deploy, tgt, _, _ = sc.build()
+    batches = req.batch or [1, 64, 1024]
+    points = curves.roofline_points(hw_, deploy, tgt, batches, float(sc.k), sc.context)
+    return plots.roofline_figure(points, float(hw_.flops_per_s * hw_.flops_efficiency),
+                                 float(hw_.hbm_bytes_per_s * hw_.hbm_efficiency), batches, float(sc.k), label)
+
+
+def _optimal_k_figure(req):
+    from ..outputs import curves, plots
+
+    label, sc = _first(req)
+    grid = curves.optimal_k_grid(sc, req.model["alpha"] or [0.5, 0.6, 0.7, 0.8, 0.9], np.geomspace(1, 4096, 49))
+    return plots.optimal_k_figure(grid, title=f"Best draft length k*: {label}")
+
+
+def _serving_figure(req):
+    from ..outputs import curves, plots
+
+    return plots.serving_figure(*curves.serving_grid(req.scenarios()))
+
+
+def _validation_figure(req):
+    from ..engine import validate as _validate
+    from ..inputs import measured
+    from ..outputs import plots
+
+    if not req.source:
+        raise SpecError("plot validation needs --from FILE.csv (measurements)")
+    df, _ = _validate.evaluate(measured.load(req.source), None, None, value(req.model["roofline"]))
+    return plots.validation_figure(df)
+
+
+FIGURES = {"speedup": _speedup_figure, "crossover-map": _crossover_map_figure, "sensitivity": _sensitivity_figure,
+           "roofline": _roofline_figure, "optimal-k": _optimal_k_figure, "validation": _validation_figure,
+           "serving": _serving_figure}
+PlotKind = choices("PlotKind", FIGURES)
+
+
+@model_command(load=True, many=("target", "hardware", "alpha"))
+def plot(model, load, kind: Annotated[PlotKind, typer.Argument(help="What to draw.")],
          out: Annotated[str, typer.Option(help="Output path without suffix; writes .png and .svg.")] = "figure",
          source: Annotated[Optional[str], typer.Option(
              "--from", help="Sweep output directory (speedup, crossover-map) or measurements CSV (validation).")
          ] = None,
-         target: Annotated[Optional[list[str]], typer.Option(help="Target(s) when plotting from model flags.")] = None,
-         hardware: Annotated[Optional[list[str]], typer.Option("--hardware", help="Hardware preset(s)/file(s).")
-                             ] = None,
-         drafter: Drafter = DrafterChoice.ratio, draft: Draft = None, draft_cost: DraftCost = None, tp: Tp = 1,
-         ep: Ep = 1, dp_attention: DpAttn = 1, draft_tp: DraftTp = None, expert_imbalance: Imbalance = 1.0,
-         k: K = 2, tree_topk: TreeTopk = None, tree_tokens: TreeTokens = None, draft_kv_budget: KvBudget = None,
-         weight_dtype: WDtype = None, expert_dtype: EDtype = None,
-         alpha: Annotated[Optional[list[float]], typer.Option(help="Acceptance rate(s).")] = None,
-         context: Context = 2048.0, kv_dtype: KvDtype = None, roofline: Roof = RooflineChoice.operator,
-         engine: Engine = DEFAULT_ENGINE,
          batch: Annotated[Optional[list[float]], typer.Option(help="Batches (roofline; default grids otherwise).")
                           ] = None,
-         input_len: InputLen = LOAD_DEFAULTS["input_len"], output_len: OutputLen = LOAD_DEFAULTS["output_len"],
-         max_num_seqs: MaxNumSeqs = LOAD_DEFAULTS["max_num_seqs"],
-         chunk_tokens: ChunkTokens = LOAD_DEFAULTS["chunk_tokens"],
          x: Annotated[Optional[str], typer.Option(help="crossover-map: column on the x axis.")] = None,
          y: Annotated[Optional[str], typer.Option(help="crossover-map: column on the y axis.")] = None,
          as_json: Json = False):
-    """Draw a figure (PNG and SVG) from a sweep directory or from model flags."""
-    import numpy as np
+    """Draw a figure (PNG and SVG) from a sweep directory or from model flags (--target, --hardware and
+    --alpha repeatable: one curve each)."""
+    from ..outputs import plots
 
-    from ..outputs import curves, plots
-
-    kind, drafter, roofline = value(kind), value(drafter), value(roofline)
-    for a in alpha or []:
-        if not 0 <= a <= 1:
-            raise SpecError(f"alpha={a!r}; expected 0 <= alpha <= 1")
-
-    load = dict(input_len=input_len, output_len=output_len, max_num_seqs=max_num_seqs, chunk_tokens=chunk_tokens)
-
-    def scenarios(needs_alpha=True):
-        """{label: Scenario} for every target x hardware x alpha given."""
-        if not target or not hardware:
-            raise SpecError(f"plot {kind} needs --from DIR or model flags (--target and --hardware)")
-        if needs_alpha and not alpha:
-            raise SpecError(f"plot {kind} needs --alpha (repeat it for several curves)")
-        alphas = alpha or [0.5]  # roofline: acceptance does not enter the figure
-        no_drafter = not needs_alpha and draft_cost is None and drafter == "ratio"  # roofline: the target only
-        dr, dc = ("ngram", None) if no_drafter else (drafter, draft_cost)
-        out = {}
-        for t in target:
-            for h in hardware:
-                for a in alphas:
-                    label = " | ".join([t] + ([pathlib.Path(h).stem] if len(hardware) > 1 else [])
-                                       + ([f"alpha={a:g}"] if len(alphas) > 1 else []))
-                    out[label] = Scenario(target=t, hardware=h, drafter=dr, draft=draft, draft_cost=dc, tp=tp, k=k,
-                                          engine=engine, alpha=a, context=context, kv_dtype=kv_dtype,
-                                          roofline=roofline, ep=ep, dp_attention=dp_attention,
-                                          draft_tp=None if no_drafter else draft_tp,
-                                          expert_imbalance=expert_imbalance,
-                                          tree_topk=None if no_drafter else tree_topk,
-                                          tree_tokens=None if no_drafter else tree_tokens,
-                                          draft_kv_budget=None if no_drafter else draft_kv_budget,
-                                          weight_dtype=weight_dtype, expert_dtype=expert_dtype,
-                                          **(load if kind == "serving" else {}))
-        return out
-
-    if kind in ("speedup", "crossover-map") and source:
-        if not pathlib.Path(source).is_dir():
-            raise SpecError(f"--from {source!r}: not a sweep output directory")
-        df = plots.from_sweep(source)
-        if kind == "speedup":
-            if "speedup" not in df.columns or "batch_seqs" not in df.columns:
-                raise SpecError(f"--from {source!r}: plot speedup needs a sweep with a batch axis and no reduction")
-            fig, data = plots.speedup_figure(df)
-        else:
-            if "crossover_batch" not in df.columns:
-                raise SpecError(f"--from {source!r}: plot crossover-map needs a sweep with reduce.kind = 'crossover'")
-            for name, v in (("x", x), ("y", y)):
-                if v not in df.columns:
-                    raise SpecError(f"{name}={v!r}; expected a column of the sweep: {', '.join(df.columns)}")
-            fig, data = plots.crossover_map_figure(df, x, y)
-    elif kind == "speedup":
-        fig, data = plots.speedup_figure(curves.speedup_grid(scenarios(), np.geomspace(1, 4096, 97)))
-    elif kind == "crossover-map":
-        raise SpecError("plot crossover-map needs --from DIR (a sweep with reduce.kind = 'crossover')")
-    elif kind == "sensitivity":
-        sens = {label: api.sensitivity(sc) for label, sc in scenarios().items()}
-        ofs = {r["of"] for r in sens.values()}
-        if len(ofs) > 1:
-            raise SpecError("plot sensitivity: some scenarios have a switch-off batch and some do not ("
-                            + ", ".join(f"{lb}: {r['status']}" for lb, r in sens.items())
-                            + "); plot them separately")
-        of = "B_off" if ofs == {"crossover_batch"} else "the speedup at batch 1"
-        fig, data = plots.sensitivity_figure({lb: r["elasticities"] for lb, r in sens.items()}, of=of,
-                                             title="What moves the switch-off batch B_off" if of == "B_off" else
-                                             "No switch-off batch: what moves the speedup at batch 1")
-    elif kind == "roofline":
-        (label, sc), = list(scenarios(needs_alpha=False).items())[:1]
-        label = label.split(" | alpha=")[0]
-        hw_, deploy, tgt, _, _ = sc.build()
-        batches = batch or [1, 64, 1024]
-        points = curves.roofline_points(hw_, deploy, tgt, batches, float(k), context)
-        fig, data = plots.roofline_figure(points, float(hw_.flops_per_s * hw_.flops_efficiency),
-                                          float(hw_.hbm_bytes_per_s * hw_.hbm_efficiency), batches, float(k), label)
-    elif kind == "optimal-k":
-        (label, sc), = list(scenarios(needs_alpha=False).items())[:1]
-        label = label.split(" | alpha=")[0]
-        grid = curves.optimal_k_grid(sc, alpha or [0.5, 0.6, 0.7, 0.8, 0.9], np.geomspace(1, 4096, 49))
-        fig, data = plots.optimal_k_figure(grid, title=f"Best draft length k*: {label}")
-    elif kind == "serving":
-        fig, data = plots.serving_figure(*curves.serving_grid(scenarios()))
-    else:  # validation
-        from ..inputs import measured
-        from ..engine import validate as _validate
-
-        if not source:
-            raise SpecError("plot validation needs --from FILE.csv (measurements)")
-        df, _ = _validate.evaluate(measured.load(source), None, None, roofline)
-        fig, data = plots.validation_figure(df)
+    kind = value(kind)
+    for a in model["alpha"] or []:
+        catalogue.check("alpha", a, field="--alpha")
+    fig, data = FIGURES[kind](_PlotRequest(kind, model, load, source, batch, x, y))
     if data.height == 0:
         raise SpecError(f"plot {kind}: nothing to plot (no data rows); nothing written")
     if kind == "sensitivity" and data["elasticity"].abs().max() == 0:

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import SpecError
-from .app import (LOAD_DEFAULTS, InputLen, Json, OutputLen, app, choices, model_command, print_json, scenario,
+from .app import (Json, app, choices, model_command, print_json, scenario,
                   value)
 from .data import _writetable
 from .model import _b
@@ -73,8 +73,8 @@ def ingest(files: Files,
         print(f"check the model against them: specjax validate {out}")
 
 
-@model_command
-def advise(model,
+@model_command(load=("input_len", "output_len"))
+def advise(model, load,
            emit: Annotated[Optional[EmitChoice], typer.Option(help="Engine whose configuration to print (default: "
                                                                    "--engine, if it is one of them).")] = None,
            max_num_seqs: Annotated[int, typer.Option(help="Largest batch served (the range is 1..N).", min=1,
@@ -86,7 +86,6 @@ def advise(model,
            qps_max: Annotated[Optional[float], typer.Option(
                help="Serve request rates up to this (requests/s): the range is the batches the serving model "
                     "(MODEL.md 6) gives up to it, capped by --max-num-seqs.")] = None,
-           input_len: InputLen = LOAD_DEFAULTS["input_len"], output_len: OutputLen = LOAD_DEFAULTS["output_len"],
            as_json: Json = False):
     """The engine's speculative configuration for the served batch range: k per batch range from the model
     (k = 0: off), as vLLM num_speculative_tokens_per_batch_size, TensorRT-LLM draft_len_schedule or SGLang
@@ -98,10 +97,10 @@ def advise(model,
     engine = value(emit) or (sc.engine if sc.engine in _advise.EMIT else "vllm")
     served_by = None
     if qps_max is not None:  # the batches a rate range produces, with and without speculation
-        from ..cost import catalogue
+        from .. import catalogue
 
         catalogue.check("qps", qps_max)
-        load = scenario(**model, input_len=input_len, output_len=output_len, max_num_seqs=max_num_seqs)
+        load = scenario(**model, **load, max_num_seqs=max_num_seqs)
         (p,) = api.serve(load, [qps_max])["points"]
         reached = max(b for b in (p["batch_base"], p["batch_sd"]) if b is not None)
         max_num_seqs, served_by = max(1, min(max_num_seqs, math.ceil(reached))), p

@@ -7,7 +7,7 @@ import typer
 
 from .. import api
 from ..errors import SpecError
-from ..cost import catalogue
+from .. import catalogue
 from .app import (BatchMax, Json, MethodChoice, app, emit, model_command, print_inputs, print_json, scenario,
                   value)
 

@@ -5,10 +5,9 @@ from typing import Annotated, Optional
 import typer
 
 from .. import api
-from ..cost import catalogue
+from .. import catalogue
 from ..errors import SpecError
-from .app import (LOAD_DEFAULTS, ChunkTokens, InputLen, Json, MaxNumSeqs, OutputLen, model_command, print_inputs,
-                  print_json, scenario)
+from .app import Json, model_command, print_inputs, print_json, scenario
 from .model import _b
 
 
@@ -26,14 +25,11 @@ def check_slo(name, x):
     return x
 
 
-@model_command
-def serve(model,
+@model_command(load=True)
+def serve(model, load,
           qps: Annotated[Optional[list[float]], typer.Option(
               help="Request rate (requests/s); repeat for a table. Default: 13 rates from 1% to 120% of the larger "
                    "sustainable rate.")] = None,
-          input_len: InputLen = LOAD_DEFAULTS["input_len"], output_len: OutputLen = LOAD_DEFAULTS["output_len"],
-          max_num_seqs: MaxNumSeqs = LOAD_DEFAULTS["max_num_seqs"],
-          chunk_tokens: ChunkTokens = LOAD_DEFAULTS["chunk_tokens"],
           tpot_slo: Annotated[Optional[float], typer.Option(
               help="TPOT target (seconds): report the largest rate that meets it, with and without speculation.")
           ] = None,
@@ -47,8 +43,7 @@ def serve(model,
     --context is not used: each step runs at the mean decode context input_len + output_len / 2."""
     for q in qps or []:
         catalogue.check("qps", q)
-    sc = scenario(input_len=input_len, output_len=output_len, max_num_seqs=max_num_seqs, chunk_tokens=chunk_tokens,
-                  **model)
+    sc = scenario(**load, **model)
     r = api.serve(sc, qps, check_slo("tpot_slo", tpot_slo), check_slo("ttft_slo", ttft_slo), sensitivity)
     if as_json:
         print_json(r)

@@ -22,6 +22,7 @@ def pytree_dataclass(cls):
     leaves = [f.name for f in fields if not f.metadata.get("static")]
     meta = [f.name for f in fields if f.metadata.get("static")]
     jax.tree_util.register_dataclass(cls, data_fields=leaves, meta_fields=meta)
-    cls.replace = lambda self, **kw: dataclasses.replace(self, **kw)
+    if "replace" not in cls.__dict__:  # a class may define its own (e.g. to keep a static field right)
+        cls.replace = lambda self, **kw: dataclasses.replace(self, **kw)
     cls.field_names = tuple(leaves)
     return cls

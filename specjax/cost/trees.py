@@ -8,12 +8,15 @@ and the roofline mode as a static field); `Deployment` is how a replica is laid 
 field is a leaf (vmap, grad); builders live in `hardware`, `models` and `scenario`.
 """
 
+import dataclasses
+
 import jax.numpy as jnp
 
 from ._pytree import pytree_dataclass, static
 from .acceptance import TREE_MAX_DEPTH
 
 MODES = ("operator", "pass")
+LAYOUT_FIELDS = ("ep", "dp_attention", "draft_tp")  # what `Deployment.parallel` depends on
 
 
 @pytree_dataclass
@@ -73,17 +76,6 @@ class Hardware:
         return (self.flops_per_s * self.flops_efficiency) / (self.hbm_bytes_per_s * self.hbm_efficiency)
 
 
-def _differs(pairs):
-    """True if some concrete value differs from its default (tracers and placeholders: False)."""
-    for value, default in pairs:
-        try:
-            if float(value) != default:
-                return True
-        except Exception:  # a tracer inside jit/vmap, or a pytree placeholder: undecidable here
-            continue
-    return False
-
-
 def layout_divides(tp, ep, dp_attention, draft_tp, n_experts):
     """True where ep divides the replica's tp x dp_attention GPUs and the routed experts (0 for a dense
     model), and draft_tp (0: the target's layout) divides the GPUs. Host numbers or traced arrays: the
@@ -110,10 +102,12 @@ class Deployment:
       draft_tp: the drafter's own tensor-parallel degree (vLLM `draft_tensor_parallel_size`; it runs on
         draft_tp of the replica's GPUs, pure TP); 0 means the drafter uses the target's layout.
       expert_imbalance: >= 1; the busiest rank's routed-expert work over the mean (1: uniform routing).
-      parallel: static; False for pure tensor parallelism (ep = dp_attention = 1, the drafter in the
-        target's layout), whose kernels skip the expert-parallel collectives and per-model layouts
-        entirely. Set automatically when a concrete ep, dp_attention or draft_tp says otherwise, and by
-        the sweep grid when they are axes.
+      parallel: static; which kernels run. True (the default) runs the general layout kernels, right for
+        every layout. False is the fast path for pure tensor parallelism (ep = dp_attention = 1, the
+        drafter in the target's layout), which skips the expert-parallel collectives and per-model
+        layouts entirely: only builders that know the layout from plain numbers set it (`pure_tp`,
+        `Scenario.build`). It is never read off leaf values; `replace` of ep, dp_attention or draft_tp
+        on a fast-path deployment returns a general one (a what-if under vmap stays right).
     """
 
     tp: float = 1.0
@@ -122,11 +116,18 @@ class Deployment:
     dp_attention: float = 1.0
     draft_tp: float = 0.0
     expert_imbalance: float = 1.0
-    parallel: bool = static(False)
+    parallel: bool = static(True)
 
-    def __post_init__(self):
-        if not self.parallel and _differs(((self.ep, 1.0), (self.dp_attention, 1.0), (self.draft_tp, 0.0))):
-            object.__setattr__(self, "parallel", True)
+    def replace(self, **kw):
+        """A what-if copy; changing the layout (ep, dp_attention, draft_tp) leaves the pure-TP fast path."""
+        if not self.parallel and "parallel" not in kw and any(n in kw for n in LAYOUT_FIELDS):
+            kw["parallel"] = True
+        return dataclasses.replace(self, **kw)
+
+    @staticmethod
+    def pure_tp(ep, dp_attention, draft_tp):
+        """True when a layout given as plain numbers is pure tensor parallelism (the fast-path kernels)."""
+        return float(ep) == 1.0 and float(dp_attention) == 1.0 and not draft_tp
 
     @property
     def gpus(self):
@@ -153,7 +154,7 @@ class Deployment:
         """One GPU, 0.9 of its memory usable."""
         return cls(**{k: jnp.asarray(v, dtype) for k, v in
                       dict(tp=1.0, memory_fraction=0.9, ep=1.0, dp_attention=1.0, draft_tp=0.0,
-                           expert_imbalance=1.0).items()})
+                           expert_imbalance=1.0).items()}, parallel=False)
 
 
 @pytree_dataclass

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ..cost import catalogue
+from .. import catalogue
 from ..cost.speculative import step
 from ..errors import SpecError
 from ..inputs import engines, measured

@@ -8,7 +8,7 @@ values into the pytrees, where the input catalogue says each one lives.
 
 import jax.numpy as jnp
 
-from ..cost import catalogue
+from .. import catalogue
 from ..cost.acceptance import TREE_MAX_DEPTH, alpha_from_tokens, alpha_from_tree_tokens, max_tree_tokens
 from ..cost.trees import layout_divides
 

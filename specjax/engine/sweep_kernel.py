@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from ..cost import catalogue
+from .. import catalogue
 from . import grid
 from ..search import optimize as _optimize
 from ..search import reductions as _reductions

@@ -5,6 +5,7 @@ four-bit values with one 8-bit scale (4.5 bits). Compute dtypes name the hardwar
 used for FLOP/s (`[flops_per_s]` keys of a hardware file).
 """
 
+from .. import catalogue
 from ..errors import field_error
 
 BYTES_PER_ELEMENT = {
@@ -21,7 +22,7 @@ BYTES_PER_ELEMENT = {
 ALIASES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "half": "fp16",
            "float8": "fp8", "fp8_e4m3": "fp8", "e4m3": "fp8"}
 
-COMPUTE_DTYPES = ("bf16", "fp16", "fp8", "fp4", "int8")
+COMPUTE_DTYPES = catalogue.INPUTS["compute_dtype"].choices
 
 
 def canonical(dtype, field="dtype", source=None):

@@ -16,14 +16,14 @@ import dataclasses
 import functools
 import pathlib
 
-from ..cost import catalogue
+from .. import catalogue
 from ..cost.trees import Hardware
 from ..errors import field_error, unknown_name
 from .presets import read_toml
 
 PRESET_DIR = pathlib.Path(__file__).parents[1] / "presets" / "engines"
 PURE = "roofline"
-DEFAULT = "vllm"  # what model commands, sweeps and measurement rows use when no engine is named (README)
+DEFAULT = catalogue.INPUTS["engine"].default  # model commands, the API, sweeps and measurement rows alike
 GENERIC = "generic"  # efficiencies pooled over every engine, no overheads: for rows of engines without a profile
 DEFAULTS = {f.name: f.default for f in dataclasses.fields(Hardware) if f.name in catalogue.ENGINE}
 _LABELS = {"name", "description", "source", "fitted", "held", "calibration", "hardware"}

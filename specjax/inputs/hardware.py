@@ -12,7 +12,7 @@ import pathlib
 
 import jax.numpy as jnp
 
-from ..cost import catalogue
+from .. import catalogue
 from .dtypes import COMPUTE_DTYPES
 from ..errors import SpecError, field_error, unknown_name
 from .presets import read_toml

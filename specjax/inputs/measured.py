@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 import polars as pl
 
+from .. import catalogue
 from . import drafters, engines
 from . import hardware as _hw
 from . import models as _models
@@ -35,12 +36,26 @@ from ..errors import SpecError, read_text
 from .scenario import Scenario
 from ..cost.trees import Decode, Load
 
+# The columns of the model's inputs are the catalogue's (`catalogue.CSV`: column -> input row, with its range);
+# the rest describe the measurement.
 COLUMNS = ("series", "target", "drafter", "draft", "hardware", "tp", "batch", "k", "acceptance_rate",
            "accepted_length", "context", "weight_dtype", "measured_speedup", "metric", "approximate", "source_url")
 BATCH_ONLY = ("batch", "context", "measured_speedup")  # a file of rate rows may leave these out
 RATE = ("qps", "input_len", "output_len", "measured_ratio")  # a row per request rate (MODEL.md 6)
-OPTIONAL = ("t_base_s", "t_sd_step_s", "engine", "expert_locality", "dataset", "ep", "dp_attention", "draft_tp",
-            "tree_depth", "tree_topk", "tree_tokens", *RATE, "max_num_seqs")
+MEASUREMENT = ("t_base_s", "t_sd_step_s", "dataset", "tree_depth", "measured_ratio")  # optional, not model inputs
+
+
+def optional_columns():
+    """Columns a file may leave out: every catalogue input column not in `COLUMNS`, and the measurement's."""
+    return tuple(c for c in catalogue.CSV if c not in COLUMNS) + MEASUREMENT
+
+
+def _input(p, line, col, raw, optional=True):
+    """A model-input column's number, checked against its catalogue row (the CSV's own range where it has
+    one); None for an empty optional cell."""
+    row = catalogue.CSV[col].csv_input
+    return _number(p, line, col, raw, ("empty or " if optional else "") + row.range_text(), row.ok,
+                   integer=row.integer, optional=optional)
 METRICS = {"batch": ("throughput", "latency"), "rate": ("e2e_request_latency", "tpot")}
 LAYOUT = ("ep", "dp_attention", "draft_tp")  # optional layout columns (MODEL.md 1.1); tp is required
 DEFAULT_ENGINE = engines.DEFAULT  # rows with an empty engine column
@@ -111,13 +126,12 @@ class Row:
         return self.engine or DEFAULT_ENGINE
 
     def scenario(self, hardware=None, roofline="operator"):
-        return Scenario(target=self.target, hardware=hardware or self.hardware, drafter=self.drafter,
-                        draft=self.draft or None, tp=self.tp, ep=self.ep, dp_attention=self.dp_attention,
-                        draft_tp=self.draft_tp, tree_topk=self.tree_topk, tree_tokens=self.tree_tokens,
-                        batch=self.batch, k=self.k, alpha=0.5,
-                        context=self.context, weight_dtype=self.weight_dtype, roofline=roofline,
-                        expert_locality=self.expert_locality, qps=self.qps, input_len=self.input_len,
-                        output_len=self.output_len, max_num_seqs=self.max_num_seqs)
+        """The row's model inputs (its catalogue columns) as a `Scenario` on the hardware file alone: the
+        engine profile is applied by `stack`, the acceptance set per row (a placeholder alpha here)."""
+        given = {r.name: getattr(self, r.name) for r in catalogue.CSV.values()
+                 if r.name not in ("alpha", "accepted_length", "engine")}
+        return Scenario(**{**given, "draft": self.draft or None, "hardware": hardware or self.hardware},
+                        alpha=0.5, roofline=roofline, engine=engines.PURE)
 
 
 def _err(path, line, col, value, allowed):
@@ -150,12 +164,10 @@ def _rate(p, line, r):
     for c in BATCH_ONLY:
         if (r.get(c) or "").strip():
             raise _err(p, line, c, r[c], f"empty in a row per request rate (qps = {r['qps']})")
-    out = {c: _number(p, line, c, r[c], allowed, ok) for c, allowed, ok in (
-        ("qps", "requests/s > 0", lambda v: 0 < v <= 1e7), ("input_len", "tokens in [1, 1e7]", lambda v: 1 <= v <= 1e7),
-        ("output_len", "tokens in [1, 1e7]", lambda v: 1 <= v <= 1e7),
-        ("measured_ratio", "a number > 0 (baseline / speculative latency)", lambda v: 0 < v < 100))}
-    out["max_num_seqs"] = _number(p, line, "max_num_seqs", r.get("max_num_seqs"), "empty or an integer >= 1",
-                                  lambda v: 1 <= v <= 1e8, integer=True, optional=True)
+    out = {c: _input(p, line, c, r[c], optional=False) for c in ("qps", "input_len", "output_len")}
+    out["measured_ratio"] = _number(p, line, "measured_ratio", r["measured_ratio"], "a number > 0 (baseline / "
+                                    "speculative latency)", lambda v: 0 < v < 100)
+    out["max_num_seqs"] = _input(p, line, "max_num_seqs", r.get("max_num_seqs"))
     return out
 
 
@@ -185,9 +197,10 @@ def load(path):
         df = pl.read_csv(text.encode(), infer_schema=False, truncate_ragged_lines=False)
     except Exception as e:  # polars raises several types for malformed CSV
         raise SpecError(f"malformed CSV {str(p)!r}: {str(e).splitlines()[0]}") from None
-    unknown = [c for c in df.columns if c not in COLUMNS + OPTIONAL]
+    known = COLUMNS + optional_columns()
+    unknown = [c for c in df.columns if c not in known]
     if unknown:
-        raise SpecError(f"{p}: unknown column {unknown[0]!r}; expected {', '.join(COLUMNS + OPTIONAL)}")
+        raise SpecError(f"{p}: unknown column {unknown[0]!r}; expected {', '.join(known)}")
     rate_file = all(c in df.columns for c in RATE)
     missing = [c for c in COLUMNS if c not in df.columns and not (rate_file and c in BATCH_ONLY)]
     if missing:
@@ -209,18 +222,17 @@ def load(path):
             if not (r[col] or "").strip():
                 raise _err(p, line, col, "", f"a {col} (preset slug or path)" if col != "drafter" else
                            f"one of {', '.join(drafters.names(measurable_only=True))}")
-        tp = _number(p, line, "tp", r["tp"], "an integer in [1, 4096]", lambda v: 1 <= v <= 4096, integer=True)
+        tp = _input(p, line, "tp", r["tp"], optional=False)
         rate = _rate(p, line, r)
-        k = _number(p, line, "k", r["k"], "an integer in [1, 64]", lambda v: 1 <= v <= 64, integer=True)
-        alpha = _number(p, line, "acceptance_rate", r["acceptance_rate"], "empty or in [0, 1]",
-                        lambda v: 0 <= v <= 1, optional=True)
+        k = _input(p, line, "k", r["k"], optional=False)
+        alpha = _input(p, line, "acceptance_rate", r["acceptance_rate"])
         tau = _number(p, line, "accepted_length", r["accepted_length"], f"empty or in [1, k+1 = {k + 1}]",
                       lambda v: 1 <= v <= k + 1, optional=True)
         if rate:
             batch, ctx, speed = 1.0, rate["input_len"] + 0.5 * rate["output_len"], rate.pop("measured_ratio")
         else:
-            batch = _number(p, line, "batch", r.get("batch"), "a number in [1, 1e8]", lambda v: 1 <= v <= 1e8)
-            ctx = _number(p, line, "context", r.get("context"), "a number of tokens >= 0", lambda v: 0 <= v <= 1e8)
+            batch = _input(p, line, "batch", r.get("batch"), optional=False)
+            ctx = _input(p, line, "context", r.get("context"), optional=False)
             speed = _number(p, line, "measured_speedup", r.get("measured_speedup"), "a number > 0 (SD / no-SD)",
                             lambda v: 0 < v < 100)
         allowed = METRICS["rate" if rate else "batch"]
@@ -231,19 +243,18 @@ def load(path):
             raise _err(p, line, "weight_dtype", r["weight_dtype"], f"one of {', '.join(BYTES_PER_ELEMENT)}")
         times = {c: _number(p, line, c, r.get(c), "empty or seconds > 0", lambda v: v > 0, optional=True)
                  for c in ("t_base_s", "t_sd_step_s")}
-        layout = {c: _number(p, line, c, r.get(c), "empty or an integer in [1, 4096]", lambda v: 1 <= v <= 4096,
-                             integer=True, optional=True) for c in LAYOUT}
+        layout = {c: _input(p, line, c, r.get(c)) for c in LAYOUT}
         layout = {c: v for c, v in layout.items() if v is not None}
-        tree = {c: _number(p, line, c, r.get(c), "empty or an integer in [1, 4096]", lambda v: 1 <= v <= 4096,
-                           integer=True, optional=True) for c in ("tree_depth", "tree_topk", "tree_tokens")}
+        tree = {c: _input(p, line, c, r.get(c)) for c in ("tree_topk", "tree_tokens")}
+        tree["tree_depth"] = _number(p, line, "tree_depth", r.get("tree_depth"), "empty or the tree's depth k",
+                                     lambda v: 1 <= v <= 64, integer=True, optional=True)
         if (tree["tree_topk"] is None) != (tree["tree_tokens"] is None):
             raise _err(p, line, "tree_tokens" if tree["tree_tokens"] is None else "tree_topk", "",
                        "tree_topk and tree_tokens together (a draft tree) or neither (a chain)")
         if tree["tree_depth"] is not None and tree["tree_depth"] != k:
             raise _err(p, line, "tree_depth", r.get("tree_depth"), f"k = {k} (the tree's depth is its k)")
         layout.update({c: tree[c] for c in ("tree_topk", "tree_tokens") if tree[c] is not None})
-        loc = _number(p, line, "expert_locality", r.get("expert_locality"), "empty or in [0, 1]",
-                      lambda v: 0 <= v <= 1, optional=True)
+        loc = _input(p, line, "expert_locality", r.get("expert_locality"))
         engine = (r.get("engine") or "").strip()
         if engine and not engine.replace("-", "").replace("_", "").isalnum():
             raise _err(p, line, "engine", engine, "an engine name (letters, digits, - and _)")

@@ -12,18 +12,17 @@ import pathlib
 import jax
 import jax.numpy as jnp
 
-from ..cost import catalogue
+from .. import catalogue
 from . import drafters, engines
 from . import hardware as _hw
 from . import models as _models
 from ..cost.acceptance import (TREE_MAX_DEPTH, alpha_from_tokens, alpha_from_tree_tokens, conditional_rates,
                                max_tree_tokens)
-from .dtypes import COMPUTE_DTYPES
 from ..errors import SpecError, field_error
 from ..cost.memory import weights_per_gpu
-from ..cost.trees import MODES, Decode, Deployment, Load
+from ..cost.trees import Decode, Deployment, Load
 
-K_MAX = int(catalogue.INPUTS["k"].hi)
+ACCEPTANCE = ("alpha", "accepted_length", "acceptance_vector", "position_rates")  # give exactly one
 
 
 def check_layout(arch, name, tp, ep=1, dp_attention=1, source=None, role="target"):
@@ -64,116 +63,45 @@ def check_draft_tp(draft_tp, gpus, source=None):
                           source)
 
 
-@dataclasses.dataclass(frozen=True)
-class Scenario:
-    """One operating point. Exactly one of `alpha` and `accepted_length` is given. `engine` names an
-    engine profile (`engines.load`: a preset slug, `roofline`, or a TOML path); None keeps the hardware
-    file's own terms (pure roofline for the presets)."""
+def _fields():
+    """`Scenario`'s fields, in catalogue order: one per `catalogue.SCENARIO` row, its default the row's; the
+    two required ones (target, hardware) first and positional, the rest keyword-only; then `source`."""
+    rows = list(catalogue.SCENARIO.values())
+    rows.sort(key=lambda r: r.default is not catalogue.REQUIRED)
+    out = []
+    for r in rows:
+        if r.default is catalogue.REQUIRED:
+            out.append((r.name, object))
+        else:
+            out.append((r.name, object, dataclasses.field(default=r.default, kw_only=True)))
+    return out + [("source", object, dataclasses.field(default=None, kw_only=True))]
 
-    target: str
-    hardware: str
-    drafter: str = "ratio"
-    draft: str | None = None
-    draft_cost: float | None = None
-    tp: int = 1
-    ep: int = 1
-    dp_attention: int = 1
-    draft_tp: int | None = None
-    expert_imbalance: float = 1.0
-    batch: float = 1.0
-    k: float = 2
-    alpha: float | None = None
-    accepted_length: float | None = None
-    context: float = 2048.0
-    weight_dtype: str | None = None
-    expert_dtype: str | None = None
-    kv_dtype: str | None = None
-    compute_dtype: str = "bf16"
-    roofline: str = "operator"
-    memory_fraction: float = 0.9
-    engine: str | None = None
-    expert_locality: float = 0.0
-    acceptance_vector: tuple | None = None
-    position_rates: tuple | None = None
-    tree_topk: int | None = None
-    tree_tokens: int | None = None
-    draft_kv_budget: float | None = None
-    qps: float | None = None
-    input_len: float | None = None
-    output_len: float | None = None
-    max_num_seqs: int | None = None
-    chunk_tokens: int | None = None
-    source: str | None = None
+
+class _Scenario:
+    """One operating point: labels (preset slugs or file paths) and numbers, one field per input of the
+    catalogue that a scenario carries (`catalogue.SCENARIO`, with the catalogue's defaults), checked at
+    construction with messages naming the field, the value and the allowed range. Exactly one of `alpha`,
+    `accepted_length`, `acceptance_vector` and `position_rates` is given. `engine` names an engine
+    profile (`engines.load`: a preset slug, `roofline` for the pure model, or a TOML path); the default
+    is the CLI's and the sweep specs' (`engines.DEFAULT`). `source` names the file the values came from
+    (for messages). `Scenario.build()` loads the presets and returns the kernel pytrees."""
 
     def __post_init__(self):
         src = self.source
+        for row in catalogue.SCENARIO.values():  # per-field checks, all from the catalogue
+            value = getattr(self, row.name)
+            if value is None and row.default is catalogue.REQUIRED:
+                raise field_error(row.name, value, row.help.split(": ", 1)[-1].rstrip("."), src)
+            if value is not None:
+                object.__setattr__(self, row.name, row.check_value(value, src))
         kind = drafters.get(self.drafter, src)
-        if self.roofline not in MODES:
-            raise field_error("roofline", self.roofline, f"one of {', '.join(MODES)}", src)
-        if self.compute_dtype not in COMPUTE_DTYPES:
-            raise field_error("compute_dtype", self.compute_dtype, f"one of {', '.join(COMPUTE_DTYPES)}", src)
-        for name in ("batch", "k", "context", "tp", "ep", "dp_attention", "expert_imbalance", "memory_fraction",
-                     "expert_locality"):
-            catalogue.check(name, getattr(self, name), src)
-        if self.draft_tp is not None:
-            catalogue.check("draft_tp", self.draft_tp, src)
-            if not kind.runs_model:
-                raise SpecError(f"draft_tp={self.draft_tp} is for a drafter that runs a model; drafter="
-                                f"{self.drafter!r} runs none" + (f" in {src}" if src else ""))
-        given = [n for n in ("alpha", "accepted_length", "acceptance_vector", "position_rates")
-                 if getattr(self, n) is not None]
-        if len(given) != 1:
-            raise SpecError("give exactly one of alpha, accepted_length, acceptance_vector and position_rates"
-                            + (f" (got {', '.join(given)})" if given else "") + (f" in {src}" if src else ""))
-        self._check_tree(kind, src)
-        self._check_load(src)
-        if self.alpha is not None:
-            catalogue.check("alpha", self.alpha, src)
-        elif self.accepted_length is not None and (not catalogue.INPUTS["accepted_length"].ok(self.accepted_length)
-                                                   or self.accepted_length > self.k + 1):
-            raise field_error("accepted_length", self.accepted_length, f"1 <= tau <= k+1 = {self.k + 1:g}", src)
-        for name in ("acceptance_vector", "position_rates"):
-            vec = getattr(self, name)
-            if vec is None:
-                continue
-            if not isinstance(vec, (tuple, list)) or not 1 <= len(vec) <= K_MAX:
-                raise field_error(name, vec, f"1 to {K_MAX} rates in [0, 1]", src)
-            for i, v in enumerate(vec):
-                catalogue.check("alpha", v, src, f"{name}[{i}]")
-            if name == "position_rates" and any(b > a for a, b in zip(vec, vec[1:])):
-                raise field_error(name, list(vec), "non-increasing rates (vLLM's per-position acceptance is the "
-                                  "share of drafts accepted up to each position; for conditional rates use "
-                                  "acceptance_vector)", src)
-        if self.draft_kv_budget is not None:
-            catalogue.check("draft_kv_budget", self.draft_kv_budget, src)
-            if not kind.runs_model:
-                raise SpecError(f"draft_kv_budget is for a drafter that runs a model; drafter={self.drafter!r} "
-                                "runs none" + (f" in {src}" if src else ""))
-        if kind.needs_kv_budget and self.draft_kv_budget is None:
-            raise SpecError(f"drafter={self.drafter!r} needs draft_kv_budget (--draft-kv-budget: the tokens of KV "
-                            "the drafter keeps, e.g. 512; MagicDec uses 256-2048)" + (f" in {src}" if src else ""))
-        if kind.needs_draft and not self.draft:
-            raise SpecError(f"drafter={self.drafter!r} needs a draft model or head (--draft)"
-                            + (f" in {src}" if src else ""))
-        if self.draft and not kind.needs_draft:
-            needing = " or ".join(n for n, k in drafters.REGISTRY.items() if k.needs_draft)
-            raise SpecError(f"draft={self.draft!r} is used only with drafter = {needing} (--drafter); "
-                            f"drafter={self.drafter!r} takes no draft" + (f" in {src}" if src else ""))
-        if kind.cost_ratio:
-            catalogue.check("draft_cost", self.draft_cost, src)
+        for rule in (_one_acceptance, _position_rates_fall, _drafter_takes, _tree_shape, _load_lengths):
+            rule(self, kind, src)
 
     @property
     def has_load(self):
         """True when the scenario carries a serving load (MODEL.md 6): input and output lengths given."""
         return self.input_len is not None
-
-    def _check_load(self, src):
-        given = [n for n in catalogue.LOAD if getattr(self, n) is not None]
-        for name in given:
-            catalogue.check(name, getattr(self, name), src)
-        if given and (self.input_len is None or self.output_len is None):
-            raise SpecError(f"a serving load needs input_len and output_len (--input-len, --output-len; got "
-                            f"{', '.join(given)})" + (f" in {src}" if src else ""))
 
     def load(self, dtype=jnp.float32):
         """The `Load` pytree (None without a serving load); an unset rate is a placeholder 1 request/s,
@@ -184,33 +112,9 @@ class Scenario:
         values.update({"qps": 1.0}, **{n: getattr(self, n) for n in catalogue.LOAD if getattr(self, n) is not None})
         return Load(**{n: jnp.asarray(v, dtype) for n, v in values.items()})
 
-    def _check_tree(self, kind, src):
-        if (self.tree_topk is None) != (self.tree_tokens is None):
-            raise SpecError("give both tree_topk and tree_tokens for a draft tree (--tree-topk, --tree-tokens)"
-                            + (f" in {src}" if src else ""))
-        if self.tree_topk is None:
-            return
-        catalogue.check("tree_topk", self.tree_topk, src)
-        catalogue.check("tree_tokens", self.tree_tokens, src)
-        if not kind.runs_model:
-            raise SpecError(f"a draft tree needs a drafter that runs a model; drafter={self.drafter!r} runs none"
-                            + (f" in {src}" if src else ""))
-        if not float(self.k).is_integer() or self.k < 1:
-            raise field_error("k", self.k, "an integer >= 1: the tree depth (draft steps)", src)
-        if self.tree_topk > 1 and self.k > TREE_MAX_DEPTH:
-            raise field_error("k", self.k, f"a tree depth <= {TREE_MAX_DEPTH} (the deepest tree the tau estimate "
-                              "covers)", src)
-        most = float(max_tree_tokens(self.tree_topk, self.k))
-        least = self.k + 1
-        if self.tree_topk == 1 and self.tree_tokens != least:
-            raise field_error("tree_tokens", self.tree_tokens, f"k + 1 = {least:g} for tree_topk = 1 (a chain)", src)
-        if not least <= self.tree_tokens <= most:
-            raise field_error("tree_tokens", self.tree_tokens, f"{least:g} <= tree_tokens <= {most:g} for depth k = "
-                              f"{self.k:g} and topk {self.tree_topk} (root included)", src)
-
     def replace_acceptance(self, **kw):
         """A copy with the acceptance given another way (one of alpha, accepted_length, a vector)."""
-        none = dict.fromkeys(("alpha", "accepted_length", "acceptance_vector", "position_rates"))
+        none = dict.fromkeys(ACCEPTANCE)
         return dataclasses.replace(self, **{**none, **kw})
 
     def rates(self):
@@ -293,7 +197,8 @@ class Scenario:
         as_dt = lambda v: jnp.asarray(v, dtype)  # noqa: E731
         deploy = Deployment(tp=as_dt(self.tp), memory_fraction=as_dt(self.memory_fraction), ep=as_dt(self.ep),
                             dp_attention=as_dt(self.dp_attention), draft_tp=as_dt(self.draft_tp or 0),
-                            expert_imbalance=as_dt(self.expert_imbalance))
+                            expert_imbalance=as_dt(self.expert_imbalance),
+                            parallel=not Deployment.pure_tp(self.ep, self.dp_attention, self.draft_tp))
         rates = self.rates()
         tree = {} if self.tree_topk is None else dict(tree_topk=as_dt(self.tree_topk),
                                                       tree_tokens=as_dt(self.tree_tokens), tree_max_depth=int(self.k))
@@ -303,6 +208,85 @@ class Scenario:
                      draft_kv_budget=None if self.draft_kv_budget is None else as_dt(self.draft_kv_budget),
                      rates=None if rates is None else jnp.asarray(rates, dtype), load=self.load(dtype), **tree)
         return hw, deploy, tgt, draft, dec
+
+
+Scenario = dataclasses.make_dataclass("Scenario", _fields(), bases=(_Scenario,), frozen=True)
+Scenario.__module__, Scenario.__doc__ = __name__, _Scenario.__doc__
+
+
+def _in(src):
+    return f" in {src}" if src else ""
+
+
+def _one_acceptance(sc, kind, src):
+    """Exactly one way of giving acceptance; an accepted length at most k + 1."""
+    given = [n for n in ACCEPTANCE if getattr(sc, n) is not None]
+    if len(given) != 1:
+        raise SpecError("give exactly one of alpha, accepted_length, acceptance_vector and position_rates"
+                        + (f" (got {', '.join(given)})" if given else "") + _in(src))
+    if sc.accepted_length is not None and sc.accepted_length > sc.k + 1:
+        raise field_error("accepted_length", sc.accepted_length, f"1 <= tau <= k+1 = {sc.k + 1:g}", src)
+
+
+def _position_rates_fall(sc, kind, src):
+    """vLLM's per-position rates are shares accepted up to each position: non-increasing."""
+    vec = sc.position_rates
+    if vec is not None and any(b > a for a, b in zip(vec, vec[1:])):
+        raise field_error("position_rates", list(vec), "non-increasing rates (vLLM's per-position acceptance is "
+                          "the share of drafts accepted up to each position; for conditional rates use "
+                          "acceptance_vector)", src)
+
+
+def _drafter_takes(sc, kind, src):
+    """What the drafter kind needs and takes: a draft model, a cost ratio, a KV budget, its own TP."""
+    for name in ("draft_tp", "draft_kv_budget"):
+        if getattr(sc, name) is not None and not kind.runs_model:
+            raise SpecError(f"{name}={getattr(sc, name)} is for a drafter that runs a model; drafter="
+                            f"{sc.drafter!r} runs none" + _in(src))
+    if kind.needs_kv_budget and sc.draft_kv_budget is None:
+        raise SpecError(f"drafter={sc.drafter!r} needs draft_kv_budget (--draft-kv-budget: the tokens of KV "
+                        "the drafter keeps, e.g. 512; MagicDec uses 256-2048)" + _in(src))
+    if kind.needs_draft and not sc.draft:
+        raise SpecError(f"drafter={sc.drafter!r} needs a draft model or head (--draft)" + _in(src))
+    if sc.draft and not kind.needs_draft:
+        needing = " or ".join(n for n, k in drafters.REGISTRY.items() if k.needs_draft)
+        raise SpecError(f"draft={sc.draft!r} is used only with drafter = {needing} (--drafter); "
+                        f"drafter={sc.drafter!r} takes no draft" + _in(src))
+    if kind.cost_ratio:
+        catalogue.check("draft_cost", sc.draft_cost, src)
+
+
+def _tree_shape(sc, kind, src):
+    """A draft tree: both keys, a drafter that runs a model, a depth the estimate covers, a token count
+    between a chain's k + 1 and the full tree's."""
+    if (sc.tree_topk is None) != (sc.tree_tokens is None):
+        raise SpecError("give both tree_topk and tree_tokens for a draft tree (--tree-topk, --tree-tokens)"
+                        + _in(src))
+    if sc.tree_topk is None:
+        return
+    if not kind.runs_model:
+        raise SpecError(f"a draft tree needs a drafter that runs a model; drafter={sc.drafter!r} runs none"
+                        + _in(src))
+    if not float(sc.k).is_integer() or sc.k < 1:
+        raise field_error("k", sc.k, "an integer >= 1: the tree depth (draft steps)", src)
+    if sc.tree_topk > 1 and sc.k > TREE_MAX_DEPTH:
+        raise field_error("k", sc.k, f"a tree depth <= {TREE_MAX_DEPTH} (the deepest tree the tau estimate "
+                          "covers)", src)
+    most = float(max_tree_tokens(sc.tree_topk, sc.k))
+    least = sc.k + 1
+    if sc.tree_topk == 1 and sc.tree_tokens != least:
+        raise field_error("tree_tokens", sc.tree_tokens, f"k + 1 = {least:g} for tree_topk = 1 (a chain)", src)
+    if not least <= sc.tree_tokens <= most:
+        raise field_error("tree_tokens", sc.tree_tokens, f"{least:g} <= tree_tokens <= {most:g} for depth k = "
+                          f"{sc.k:g} and topk {sc.tree_topk} (root included)", src)
+
+
+def _load_lengths(sc, kind, src):
+    """A serving load needs both lengths."""
+    given = [n for n in catalogue.LOAD if getattr(sc, n) is not None]
+    if given and (sc.input_len is None or sc.output_len is None):
+        raise SpecError(f"a serving load needs input_len and output_len (--input-len, --output-len; got "
+                        f"{', '.join(given)})" + _in(src))
 
 
 def _files(scenario):

@@ -17,7 +17,7 @@ import tomllib
 
 import numpy as np
 
-from ..cost import catalogue
+from .. import catalogue
 from . import drafters, engines
 from ..search import reductions as _reductions
 from .dtypes import canonical
@@ -29,36 +29,19 @@ TOP_KEYS = {"name", "description", "roofline", "engine", "compute_dtype", "chunk
 LAYOUT = ("tp", "ep", "dp_attention", "draft_tp")  # a pair's deployment layout (MODEL.md 1.1), or an axis each
 TREE = ("tree_topk", "tree_tokens")  # a pair's draft-tree shape (MODEL.md 2.2), or [fixed] keys, or axes
 VECTORS = ("acceptance_vector", "position_rates")  # per-position acceptance (MODEL.md 2.1): [fixed] or pair keys
-PAIR_KEYS = {"target", "drafter", "draft", "draft_cost", "weight_dtype", "expert_dtype", "kv_dtype", "label", *LAYOUT,
-             "engine", *TREE, "draft_kv_budget", *VECTORS}
-FIXED_STR = {"weight_dtype", "expert_dtype", "kv_dtype"}
-FIXED_NUM = tuple(catalogue.FIXED)
 MAX_AXIS = 10_000_000
 LABEL = re.compile(r"[A-Za-z0-9._+-]{1,120}")
 
 
-@dataclasses.dataclass(frozen=True)
-class Pair:
-    """A target/drafter combination (one categorical value)."""
+def pair_keys():
+    """The keys of a [[pairs]] table: the catalogue's pair inputs and a label."""
+    return [*catalogue.PAIR, "label"]
 
-    target: str
-    drafter: str
-    draft: str | None = None
-    draft_cost: float | None = None
-    weight_dtype: str | None = None
-    expert_dtype: str | None = None
-    kv_dtype: str | None = None
-    tp: int | None = None
-    ep: int | None = None
-    dp_attention: int | None = None
-    draft_tp: int | None = None
-    engine: str | None = None
-    tree_topk: int | None = None
-    tree_tokens: int | None = None
-    draft_kv_budget: float | None = None
-    acceptance_vector: tuple | None = None
-    position_rates: tuple | None = None
-    label: str = ""
+
+Pair = dataclasses.make_dataclass("Pair", [(n, object, None) for n in catalogue.PAIR] + [("label", str, "")],
+                                  frozen=True)
+Pair.__module__ = __name__
+Pair.__doc__ = "A target/drafter combination (one categorical value): one field per pair key of the catalogue."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,9 +124,10 @@ class SweepSpec:
     def scenario(self, hardware, pair):
         """The base `Scenario` of one categorical combination (axis values override it)."""
         fx = {k: v for k, v in self.fixed.items() if k not in ("alpha", "accepted_length")}
-        for key in ("weight_dtype", "expert_dtype", "kv_dtype", *LAYOUT, *TREE, "draft_kv_budget", *VECTORS):
-            if getattr(pair, key):
-                fx[key] = getattr(pair, key)
+        fx.update({n: getattr(pair, n) for n in catalogue.PAIR if getattr(pair, n) is not None})
+        fx["engine"] = pair.engine or self.engine
+        if pair.drafter != "ratio":
+            fx.pop("draft_cost", None)
         if not any(fx.get(v) for v in VECTORS):
             fx["alpha"] = 0.5  # placeholder: alpha / accepted_length are always axes, set per point
         for key in (*TREE, "draft_kv_budget"):  # an axis of these needs them in the base point: its first value
@@ -156,10 +140,8 @@ class SweepSpec:
             fx["tree_topk"] = 1
         if "tree_topk" in fx and "tree_tokens" not in fx:
             fx["tree_tokens"] = int(fx.get("k", self.axes.get("k", (2,))[0])) + 1
-        return Scenario(target=pair.target, hardware=hardware, drafter=pair.drafter, draft=pair.draft,
-                        draft_cost=pair.draft_cost if pair.drafter == "ratio" else None,
-                        engine=pair.engine or self.engine,
-                        roofline=self.roofline, compute_dtype=self.compute_dtype, source=self.source, **fx)
+        return Scenario(hardware=hardware, roofline=self.roofline, compute_dtype=self.compute_dtype, source=self.source,
+                        **fx)
 
 
 def _axis_values(name, raw, src):
@@ -224,33 +206,25 @@ def _pair(raw, i, src):
     field = f"pairs[{i}]"
     if not isinstance(raw, dict):
         raise field_error(field, raw, "a table with target and drafter", src)
-    extra = set(raw) - PAIR_KEYS
+    keys = pair_keys()
+    extra = set(raw) - set(keys)
     if extra:
-        raise unknown_name(f"key in {field}", sorted(extra)[0], PAIR_KEYS, src)
+        raise unknown_name(f"key in {field}", sorted(extra)[0], keys, src)
+    raw = dict(raw)
     for key in ("target", "drafter"):
-        if not isinstance(raw.get(key), str):
-            raise field_error(f"{field}.{key}", raw.get(key), "a string", src)
-    for key in ("draft", "weight_dtype", "expert_dtype", "kv_dtype", "label", "engine"):
-        if raw.get(key) is not None and not isinstance(raw[key], str):
-            raise field_error(f"{field}.{key}", raw[key], "a string", src)
-    for key in ("target", "draft"):
-        if isinstance(raw.get(key), str) and len(raw[key]) > 255:
-            raise field_error(f"{field}.{key}", raw[key][:40] + "...", "a preset or a path of at most 255 "
-                              "characters", src)
+        if key not in raw:
+            raise field_error(f"{field}.{key}", None, "a string", src)
+    for key, v in raw.items():
+        if key != "label":
+            raw[key] = catalogue.INPUTS[key].check_value(v, src, f"{field}.{key}")
     drafters.get(raw["drafter"], src, f"{field}.drafter")
     if "engine" in raw:
         _engine(raw["engine"], f"{field}.engine", src)
-    for key in (*LAYOUT, *TREE, "draft_kv_budget"):
-        if key in raw:
-            catalogue.check(key, raw[key], src, f"{field}.{key}")
-    for key in VECTORS:
-        if key in raw:
-            raw = dict(raw, **{key: _vector(raw[key], f"{field}.{key}", src)})
     names = (raw["target"], raw["drafter"], raw.get("draft"))
     label = raw.get("label") or "+".join(pathlib.Path(x).stem if x.endswith(".json") else x for x in names if x)
     if not isinstance(label, str) or not LABEL.fullmatch(label):
         raise field_error(f"{field}.label", label, "letters, digits and . _ + - only (a directory name)", src)
-    return Pair(**{k: raw.get(k) for k in PAIR_KEYS - {"label"}}, label=label)
+    return Pair(**{k: raw.get(k) for k in catalogue.PAIR}, label=label)
 
 
 def _hardware(data, src):
@@ -281,27 +255,14 @@ def _pairs(data, src):
     return pairs
 
 
-def _vector(raw, field, src):
-    """A per-position acceptance vector: a non-empty list of rates in [0, 1]."""
-    if not isinstance(raw, list) or not raw:
-        raise field_error(field, raw, "a non-empty list of rates in [0, 1], position 1 first", src)
-    for i, v in enumerate(raw):
-        catalogue.check("alpha", v, src, f"{field}[{i}]")
-    return tuple(float(v) for v in raw)
-
-
 def _fixed(data, src):
     fixed = {}
     for key, v in _table(data, "fixed", src).items():
-        if key in VECTORS:
-            fixed[key] = _vector(v, f"fixed.{key}", src)
-        elif key in FIXED_STR:
-            fixed[key] = canonical(v, f"fixed.{key}", src)
-        elif key in FIXED_NUM:
-            catalogue.check(key, v, src, f"fixed.{key}")
-            fixed[key] = v
-        else:
-            raise unknown_name("key in [fixed]", key, [*FIXED_STR, *FIXED_NUM, *VECTORS], src)
+        row = catalogue.FIXED.get(key)
+        if row is None:
+            raise unknown_name("key in [fixed]", key, catalogue.FIXED, src)
+        fixed[key] = canonical(v, f"fixed.{key}", src) if row.kind == "dtype" else \
+            row.check_value(v, src, f"fixed.{key}")
     return fixed
 
 

@@ -5,7 +5,7 @@ missing number is null and its row carries a status."""
 import numpy as np
 import polars as pl
 
-from ..cost import catalogue
+from .. import catalogue
 
 
 def status_enum(status_type):

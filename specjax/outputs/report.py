@@ -17,7 +17,7 @@ import polars as pl
 
 from ..inputs import engines
 from ..inputs import hardware as _hw
-from ..cost import catalogue
+from .. import catalogue
 from . import io, plots, summary
 from ..inputs import models
 

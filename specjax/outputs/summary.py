@@ -9,7 +9,7 @@ import pathlib
 
 import polars as pl
 
-from ..cost import catalogue
+from .. import catalogue
 from . import io
 from ..search import reductions as _reductions
 

@@ -20,7 +20,7 @@ from . import crossover as _crossover
 from . import optimize as _optimize
 from . import sensitivity as _sensitivity
 from . import serving as _serving
-from ..cost import catalogue
+from .. import catalogue
 from ..errors import SpecError, field_error
 from ..cost.speculative import step
 from ..cost.status import Curve, Point, Serving, code

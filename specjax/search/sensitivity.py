@@ -18,7 +18,7 @@ derivatives; finite differences there disagree by design.
 import jax
 import jax.numpy as jnp
 
-from ..cost import catalogue
+from .. import catalogue
 from . import crossover as _crossover
 from ..cost.speculative import step
 
