@@ -53,7 +53,7 @@ def main():
                 alpha=rng.uniform(0.0, 0.99, n), context=np.exp(rng.uniform(np.log(128), np.log(32768), n)))
     out = {}
     for name, (kw, np_kw, fixed_k) in VARIANTS.items():
-        sc = Scenario(**{k_: v for k_, v in kw.items() if v is not None})
+        sc = Scenario(engine="roofline", **{k_: v for k_, v in kw.items() if v is not None})
         hw, dep, tgt, dr, dec = sc.build()
         g = dict(grid, k=np.full(n, float(fixed_k)) if fixed_k else grid["k"])
         kernel = jax.jit(jax.vmap(lambda b, kk, a, c: step(hw, dep, tgt, dr, dec.replace(

@@ -2,6 +2,7 @@
 kind and a new reduction from a test alone, string statuses in files and JSON, strict dtypes."""
 
 import ast
+import importlib
 import json
 import pathlib
 
@@ -102,7 +103,7 @@ def test_toy_drafter_and_reduction_through_the_registries_alone(tmp_path):
     reductions.register(reductions.Reduction("step_ms", keep_step_time, Point, needs_batch=True,
                                              summary=(("t_sd_ms", ("min", "max")),)))
     try:
-        sc = Scenario(target="llama-3.1-8b", hardware="h100-sxm", drafter="toy-head", batch=8, k=3, alpha=0.7)
+        sc = Scenario(engine="roofline", target="llama-3.1-8b", hardware="h100-sxm", drafter="toy-head", batch=8, k=3, alpha=0.7)
         r = api.point(sc)
         assert r["status"] == "ok" and 1.0 < r["speedup"] < 4.0
         assert r["t_draft_s"] == pytest.approx(128256 * 4096 * 2 / 3.35e12, rel=0.05)  # one head read
@@ -125,7 +126,7 @@ def test_statuses_are_strings_in_json_and_files(tmp_path):
     assert Point.names() == ("ok", "sd_over_memory", "base_over_memory", "model_does_not_fit", "invalid_input")
     assert Curve.names() == ("stops_paying", "helps_throughout", "never_helps", "hurts_at_small_batch",
                              "helps_with_dips", "invalid_input")
-    sc = Scenario(target="gpt-oss-120b", hardware="h200", draft_cost=0.1, batch=8, alpha=0.7, kv_dtype="fp8")
+    sc = Scenario(engine="roofline", target="gpt-oss-120b", hardware="h200", draft_cost=0.1, batch=8, alpha=0.7, kv_dtype="fp8")
     assert json.loads(json.dumps(api.point(sc)))["status"] in Point.names()
     assert api.crossover(sc)["status"] in Curve.names()
     text = ('hardware = ["h200"]\n[[pairs]]\ntarget = "gpt-oss-120b"\ndrafter = "ratio"\ndraft_cost = 0.1\n'
@@ -139,10 +140,104 @@ def test_statuses_are_strings_in_json_and_files(tmp_path):
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
 def test_kernels_pass_under_strict_promotion(dtype, strict_promotion):
     for kw in (dict(drafter="eagle", draft="eagle3-llama-3.1-8b"), dict(drafter="ratio", draft_cost=0.1)):
-        trees = Scenario(target="llama-3.1-8b", hardware="h100-sxm", batch=16, k=3, alpha=0.7, **kw).build(dtype)
+        trees = Scenario(engine="roofline", target="llama-3.1-8b", hardware="h100-sxm", batch=16, k=3, alpha=0.7, **kw).build(dtype)
         r = jax.jit(step)(*trees)
         assert r.speedup.dtype == dtype and r.status.dtype == jnp.int8
         assert crossover.find(*trees).crossover_batch.dtype == dtype
         assert sensitivity.crossover_sensitivity(*trees)[2]["alpha"].dtype == dtype
         assert optimize.search(*trees).k_star.dtype == dtype
         assert optimize.switch_off_batch(*trees).dtype == dtype
+
+
+def _command_params(name):
+    """Option names (parameter names) of CLI command `name`, read from the typer app."""
+    import typer.main
+
+    app_mod = importlib.import_module("specjax.cli.app")
+
+    return {p.name for p in typer.main.get_command(app_mod.app).commands[name].params}
+
+
+def test_every_user_input_maps_to_exactly_one_catalogue_row():
+    """One schema: Scenario fields, every model command's model flags (plot included), the load flags, spec
+    pair and [fixed] keys, CSV input columns and the JSON echo each come from the catalogue, one row each."""
+    import dataclasses
+
+    from specjax import catalogue
+    app_mod = importlib.import_module("specjax.cli.app")
+    from specjax.inputs import measured
+
+    rows = catalogue.INPUTS
+    fields = {f.name for f in dataclasses.fields(Scenario)} - {"source"}
+    assert fields == set(catalogue.SCENARIO)
+    model_flags = {r.name for r in app_mod.flag_rows("model")}
+    assert model_flags and model_flags <= fields
+    for command in ("point", "crossover", "sensitivity", "optimize", "serve", "advise", "plot"):
+        params = _command_params(command)
+        assert model_flags <= params, (command, model_flags - params)
+        # an option that names an input is that input's row (no second spelling of the same input)
+        assert not {p for p in params if p in rows and p not in model_flags and rows[p].flag is None} - {"batch", "qps"}
+    assert {r.name for r in app_mod.flag_rows("load")} <= _command_params("serve")
+    assert set(spec.pair_keys()) - {"label"} == set(catalogue.PAIR) and all(rows[n].pair for n in catalogue.PAIR)
+    assert all(rows[n].fixed for n in catalogue.FIXED)
+    csv = [r.csv for r in rows.values() if r.csv]
+    assert len(csv) == len(set(csv))  # a column names one input
+    assert set(csv) <= set(measured.COLUMNS + measured.optional_columns())
+    assert not set(csv) & set(measured.MEASUREMENT)
+    sc = Scenario(target="llama-3.1-8b", hardware="h100-sxm", draft_cost=0.1, alpha=0.7, input_len=100,
+                  output_len=10, qps=1.0, max_num_seqs=8, chunk_tokens=512)
+    echo = api.inputs(sc)
+    assert set(echo) - {"gpus", "rates"} == set(catalogue.ECHO)
+    assert catalogue.INPUTS["engine"].default == Scenario.__dataclass_fields__["engine"].default
+
+
+def test_cost_layer_imports_nothing_of_the_project_outside_it():
+    _, files = _graph()
+    for m, path in files.items():
+        if m.startswith("specjax.cost"):
+            outside = {i for i in _imports(path) if i.startswith("specjax") and not i.startswith("specjax.cost")}
+            assert not outside, (m, outside)
+
+
+def test_toy_input_through_the_catalogue_alone(tmp_path):
+    """A new input is one catalogue row (here the target's dense parameters, a leaf no input names yet): the
+    Scenario field with its range check, its effect on the kernel, the JSON echo, the CLI flag, the spec's
+    [fixed] key and axis, and the CSV column all follow without editing another file."""
+    import typer
+
+    from specjax import catalogue
+    app_mod = importlib.import_module("specjax.cli.app")
+    from specjax.inputs import measured
+    from specjax.inputs import scenario as scenario_mod
+    from specjax.errors import SpecError
+
+    row = catalogue.register(catalogue.Input(
+        "toy_dense_params", "target", ("p_dense",), 1, 1e13, "dense parameters", "toy_dense_params", fixed=True, integer=True,
+        sensitivity=False, scenario=True, flag="model", csv="toy_dense_params", help="The target's dense params (toy)."))
+    try:
+        Toy = scenario_mod.define()
+        base = dict(target="llama-3.1-8b", hardware="h100-sxm", draft_cost=0.1, alpha=0.7, engine="roofline")
+        dense = int(Toy(**base).build()[2].p_dense)
+        full, half = api.point(Toy(**base)), api.point(Toy(**base, toy_dense_params=dense // 2))
+        assert 0.5 < half["t_target_s"] / full["t_target_s"] < 0.6  # half the dense weights (the head stays)
+        with pytest.raises(SpecError, match=r"toy_dense_params=0; expected an integer 1 <= toy_dense_params <= 1e13"):
+            Toy(**base, toy_dense_params=0)
+        assert api.inputs(Toy(**base, toy_dense_params=16))["toy_dense_params"] == 16
+        app = typer.Typer()
+        original, app_mod.app = app_mod.app, app
+        try:
+            app_mod.model_command(lambda model: print(model["toy_dense_params"]))
+        finally:
+            app_mod.app = original
+        from typer.testing import CliRunner
+
+        out = CliRunner().invoke(app, ["--target", "x", "--hardware", "y", "--toy-dense-params", "12"])
+        assert out.exit_code == 0 and out.output.strip() == "12", out.output
+        assert "toy_dense_params" in measured.optional_columns()
+        fixed = spec._fixed({"fixed": {"toy_dense_params": 12}}, "toy.toml")
+        assert fixed == {"toy_dense_params": 12} and "toy_dense_params" in catalogue.AXES
+        with pytest.raises(SpecError, match="fixed.toy_dense_params=0"):
+            spec._fixed({"fixed": {"toy_dense_params": 0}}, "toy.toml")
+    finally:
+        catalogue.unregister(row.name)
+    assert "toy_dense_params" not in catalogue.AXES and "toy_dense_params" not in measured.optional_columns()

@@ -70,7 +70,7 @@ def _perturbed(trees, name, eps):
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_elasticities_match_finite_differences(case):
-    sc = Scenario(hardware="h200", **CASES[case])
+    sc = Scenario(engine="roofline", hardware="h200", **CASES[case])
     hw, dep, t, d, dec = sc.build(F64)
     hw = hw.replace(fixed_overhead_s=F64(2e-5))
     c, deriv, elast, of = sensitivity.crossover_sensitivity(hw, dep, t, d, dec)
@@ -98,7 +98,7 @@ def test_elasticities_match_finite_differences(case):
 
 
 def test_seed_elasticities_rank_alpha_and_roofline_first():
-    sc = Scenario(hardware="h200", **CASES["moe-pass"])
+    sc = Scenario(engine="roofline", hardware="h200", **CASES["moe-pass"])
     _, _, el, _ = sensitivity.crossover_sensitivity(*sc.build(F64))
     top = sorted(el, key=lambda n: -abs(float(el[n])))[:5]
     assert {"alpha", "hbm_bytes_per_s", "flops_per_s"} <= set(top)
@@ -114,7 +114,7 @@ def _speedup_at(trees, batch):
 def test_no_switch_off_gives_elasticities_of_the_speedup(batch):
     """A curve with no switch-off batch (here: alpha 0, never helps) gets the elasticities of S at the
     requested batch, (x / S) dS/dx, checked against central finite differences; `of` says so."""
-    sc = Scenario(hardware="h200", batch=batch, **{**CASES["moe-operator-draft-tp2"], "alpha": 0.05})
+    sc = Scenario(engine="roofline", hardware="h200", batch=batch, **{**CASES["moe-operator-draft-tp2"], "alpha": 0.05})
     hw, dep, t, d, dec = sc.build(F64)
     c, deriv, el, of = sensitivity.crossover_sensitivity(hw, dep, t, d, dec)
     assert int(c.status) == Curve.NEVER_HELPS and int(of) == 1 and sensitivity.OF[1] == "speedup"
@@ -142,7 +142,7 @@ def _random_grid(n, seed=0):
 def test_optax_k_star_equals_brute_force_on_random_grid(pair):
     """5,000 random configurations per model pair (10,000 in all); target: no mismatches."""
     target, draft = pair
-    sc = Scenario(target=target, hardware="h100-sxm", drafter="model" if draft else "ratio", draft=draft,
+    sc = Scenario(engine="roofline", target=target, hardware="h100-sxm", drafter="model" if draft else "ratio", draft=draft,
                   draft_cost=None if draft else 0.1, alpha=0.5)
     hw, dep, t, d, _ = sc.build(F64)
     dec, bw_scale = _random_grid(5000, seed=len(target))
@@ -165,7 +165,7 @@ def test_optax_k_star_equals_brute_force_on_random_grid(pair):
 
 
 def test_switch_off_batch_is_where_best_k_stops_paying():
-    sc = Scenario(hardware="h200", **CASES["dense-pass"])
+    sc = Scenario(engine="roofline", hardware="h200", **CASES["dense-pass"])
     hw, dep, t, d, dec = sc.build(F64)
     b = float(optimize.switch_off_batch(hw, dep, t, d, dec))
     below = optimize.brute_force(hw, dep, t, d, dec.replace(batch=F64(b * 0.999)))
@@ -184,7 +184,7 @@ KINK_CASES = [  # found by a random search: the relaxed optimum sits past a roof
 def test_optax_k_star_equals_brute_force_on_a_roofline_kink(case, monkeypatch):
     """Qwen3-235B with n-gram drafting on 8 MI300X (one roofline per pass): without the integer hill
     climb the gradient search stops one k past the optimum; with it, k* equals brute force."""
-    sc = Scenario(target="qwen3-235b-a22b", hardware="mi300x", drafter="ngram", tp=8, k=3, roofline="pass", **case)
+    sc = Scenario(engine="roofline", target="qwen3-235b-a22b", hardware="mi300x", drafter="ngram", tp=8, k=3, roofline="pass", **case)
     trees = sc.build(jnp.float32)
     k_bf, s_bf = optimize.brute_force(*trees, 16)
     got = optimize.search(*trees, 16)
@@ -197,7 +197,7 @@ def test_optax_k_star_equals_brute_force_on_a_roofline_kink(case, monkeypatch):
 def test_kv_bytes_scales_the_drafter_kv_and_draft_size_leaves_a_borrowed_head_alone():
     """kv_bytes moves the draft model's KV too (a target-only derivative differs); an EAGLE-1 head's
     draft_size is its own weights only (it reads the target's LM head, which the scaling leaves alone)."""
-    sc = Scenario(hardware="h200", **CASES["moe-operator-draft-tp2"])
+    sc = Scenario(engine="roofline", hardware="h200", **CASES["moe-operator-draft-tp2"])
     hw, dep, t, d, dec = sc.build(F64)
     _, deriv, _, _ = sensitivity.crossover_sensitivity(hw, dep, t, d, dec)
     b = lambda tt, dd: _crossing(hw, dep, tt, dd, dec)  # noqa: E731
@@ -207,7 +207,7 @@ def test_kv_bytes_scales_the_drafter_kv_and_draft_size_leaves_a_borrowed_head_al
     target_only = (b(t.replace(b_kv=t.b_kv * (1 + eps)), d) - b(t.replace(b_kv=t.b_kv * (1 - eps)), d)) / (2 * eps)
     assert float(deriv["kv_bytes"]) == pytest.approx(both, rel=1e-4)
     assert abs(both - target_only) > 1e-3 * abs(both)
-    sc = Scenario(hardware="h200", **CASES["eagle1-operator"])
+    sc = Scenario(engine="roofline", hardware="h200", **CASES["eagle1-operator"])
     hw, dep, t, d, dec = sc.build(F64)
     assert float(d.head_resident) == 0.0 and float(d.p_head) > 0  # reads the target's head
     _, deriv, _, _ = sensitivity.crossover_sensitivity(hw, dep, t, d, dec)

@@ -26,7 +26,7 @@ def built(**kw):
     base = dict(target="llama-3-70b", hardware="h200", drafter="ratio", draft_cost=0.145, k=2, alpha=0.814,
                 context=2048.0, kv_dtype="fp8", roofline="pass")
     base.update(kw)
-    return Scenario(**base).build(F64)
+    return Scenario(engine="roofline", **base).build(F64)
 
 
 def test_crossover_speedup_is_one_there():

@@ -118,7 +118,7 @@ def test_ep_1_dp_1_reproduce_the_pure_tp_release_exactly(case):
     kw, want = RELEASE_1[case]
     kw = dict(dict(hardware="h200"), **kw)
     for batch, (s, t_sd, mb) in zip((1.0, 37.0, 512.0), want):
-        sc = Scenario(**kw, ep=1, dp_attention=1, batch=batch, k=3, alpha=0.7, context=4096)
+        sc = Scenario(engine="roofline", **kw, ep=1, dp_attention=1, batch=batch, k=3, alpha=0.7, context=4096)
         r = step(*sc.build(F64))
         assert float(r.speedup) == s and float(r.t_sd_step_s) == t_sd and float(r.max_batch_sd) == mb
 
@@ -198,7 +198,7 @@ def test_kernel_matches_reference_on_random_layouts(slug):
 ])
 def test_layout_errors_name_the_field(kw, message):
     with pytest.raises(SpecError, match=None) as e:
-        Scenario(hardware="h200", alpha=0.7, **kw).check()
+        Scenario(engine="roofline", hardware="h200", alpha=0.7, **kw).check()
     assert message in str(e.value), str(e.value)
 
 
@@ -235,7 +235,7 @@ def test_sweep_layout_pairs_and_axes(tmp_path):
     df = io.read_results(tmp_path / "a").collect().sort("pair", "batch_seqs")
     for row in df.iter_rows(named=True):
         layout = dict(tp=2) if row["pair"] == "tp2" else dict(tp=1, dp_attention=4, ep=4)
-        sc = Scenario(target="gpt-oss-120b", hardware="h200", drafter="ngram", alpha=0.7, k=3, context=2048,
+        sc = Scenario(engine="roofline", target="gpt-oss-120b", hardware="h200", drafter="ngram", alpha=0.7, k=3, context=2048,
                       batch=row["batch_seqs"], **layout)
         assert row["speedup"] == pytest.approx(float(step(*sc.build()).speedup), rel=1e-5)
     # ep as an axis over a tp axis: ep = 4 on tp = 2 does not divide the replica -> invalid_input, not a number

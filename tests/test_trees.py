@@ -38,7 +38,7 @@ def test_position_rates_become_conditional_rates():
     r = (0.601, 0.286, 0.128)  # vLLM's per-position acceptance (issue 20780's format)
     a = conditional_rates(r)
     assert a == pytest.approx([0.601, 0.286 / 0.601, 0.128 / 0.286], rel=1e-14)
-    sc = Scenario(target="llama-3.1-8b", hardware="h100-sxm", drafter="ngram", k=3, position_rates=r)
+    sc = Scenario(engine="roofline", target="llama-3.1-8b", hardware="h100-sxm", drafter="ngram", k=3, position_rates=r)
     assert float(step(*sc.build(F64)).tokens_per_step) == pytest.approx(1 + sum(r), rel=1e-12)
 
 
@@ -152,7 +152,7 @@ def test_kernel_matches_reference_with_vectors_trees_and_budgets(case):
 def test_wide_trees_win_at_batch_1_and_lose_by_batch_64():
     """SpecDecode-Bench Fig. 2 (Qwen3-8B + EAGLE-3, SGLang, H100, GSM8K): the chain's measured accepted
     length 2.25 gives alpha; the trees are predicted from that alpha alone."""
-    alpha = Scenario(**BASE, k=3, accepted_length=2.25).resolved_alpha()
+    alpha = Scenario(engine="roofline", **BASE, k=3, accepted_length=2.25).resolved_alpha()
     shapes = {"chain": {}, "d3w2": dict(tree_topk=2, tree_tokens=6), "d3w4": dict(tree_topk=4, tree_tokens=21)}
     s = {b: {n: float(step(*Scenario(**BASE, k=3, alpha=alpha, batch=b, engine="sglang", **kw).build(F64)).speedup)
              for n, kw in shapes.items()} for b in (1.0, 64.0, 128.0)}
@@ -180,7 +180,7 @@ def test_bad_trees_and_vectors_name_the_field(kw, message):
     args = dict(BASE, k=3, alpha=0.7)
     args.update(kw)
     with pytest.raises(SpecError) as e:
-        Scenario(**args).check()
+        Scenario(engine="roofline", **args).check()
     assert message in str(e.value), str(e.value)
 
 
@@ -252,7 +252,7 @@ def test_cli_trees_vectors_and_the_tree_search(capsys):
 def test_tree_estimate_unrolls_only_the_levels_it_needs():
     """A scenario's tree unrolls its own depth (`Decode.tree_max_depth`): the same numbers, bit for bit, as
     the full 16 levels; a point deeper than the bound is invalid_input, never a silently short sum."""
-    sc = Scenario(target="llama-3.1-8b", hardware="h100-sxm", drafter="eagle", draft="eagle3-llama-3.1-8b", k=3,
+    sc = Scenario(engine="roofline", target="llama-3.1-8b", hardware="h100-sxm", drafter="eagle", draft="eagle3-llama-3.1-8b", k=3,
                   alpha=0.7, tree_topk=4, tree_tokens=21, batch=8)
     hw, dep, tgt, dr, dec = sc.build(F64)
     assert dec.tree_max_depth == 3

@@ -195,23 +195,32 @@ class _Scenario:
         tgt = _models.target(arch, **dts)
         draft = kind.build(arch, draft_arch, dts)
         as_dt = lambda v: jnp.asarray(v, dtype)  # noqa: E731
-        deploy = Deployment(tp=as_dt(self.tp), memory_fraction=as_dt(self.memory_fraction), ep=as_dt(self.ep),
-                            dp_attention=as_dt(self.dp_attention), draft_tp=as_dt(self.draft_tp or 0),
-                            expert_imbalance=as_dt(self.expert_imbalance),
-                            parallel=not Deployment.pure_tp(self.ep, self.dp_attention, self.draft_tp))
+        values = dict(alpha=self.resolved_alpha(), draft_cost=self.draft_cost if kind.cost_ratio else 0.0,
+                      draft_tp=self.draft_tp or 0)  # the inputs a scenario gives in another form than the leaf
+        leaves = {t: {} for t in catalogue.TREES}
+        for row in catalogue.SCENARIO.values():  # every input with a leaf lands in its tree, from the catalogue
+            v = values.get(row.name, getattr(self, row.name))
+            if row.leaf and v is not None and row.tree != "load":  # the load: `self.load`
+                leaves[row.tree][row.leaf] = as_dt(v)
+        hw, tgt, draft = (t.replace(**leaves[n]) if leaves[n] else t for t, n in ((hw, "hw"), (tgt, "target"),
+                                                                                     (draft, "draft")))
+        deploy = Deployment(**leaves["deploy"], parallel=not Deployment.pure_tp(self.ep, self.dp_attention,
+                                                                                 self.draft_tp))
         rates = self.rates()
-        tree = {} if self.tree_topk is None else dict(tree_topk=as_dt(self.tree_topk),
-                                                      tree_tokens=as_dt(self.tree_tokens), tree_max_depth=int(self.k))
-        dec = Decode(batch=as_dt(self.batch), k=as_dt(self.k), alpha=as_dt(self.resolved_alpha()),
-                     context=as_dt(self.context), draft_cost_ratio=as_dt(self.draft_cost if kind.cost_ratio else 0.0),
-                     expert_locality=as_dt(self.expert_locality),
-                     draft_kv_budget=None if self.draft_kv_budget is None else as_dt(self.draft_kv_budget),
-                     rates=None if rates is None else jnp.asarray(rates, dtype), load=self.load(dtype), **tree)
+        dec = Decode(**leaves["op"], rates=None if rates is None else jnp.asarray(rates, dtype), load=self.load(dtype),
+                     **({} if self.tree_topk is None else dict(tree_max_depth=int(self.k))))
         return hw, deploy, tgt, draft, dec
 
 
-Scenario = dataclasses.make_dataclass("Scenario", _fields(), bases=(_Scenario,), frozen=True)
-Scenario.__module__, Scenario.__doc__ = __name__, _Scenario.__doc__
+def define():
+    """The `Scenario` class of the catalogue as it is now (module import defines `Scenario` once; a test
+    or plug-in that registers an input calls this for a class that carries it)."""
+    cls = dataclasses.make_dataclass("Scenario", _fields(), bases=(_Scenario,), frozen=True)
+    cls.__module__, cls.__doc__ = __name__, _Scenario.__doc__
+    return cls
+
+
+Scenario = define()
 
 
 def _in(src):

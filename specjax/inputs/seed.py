@@ -18,5 +18,5 @@ BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 224, 256, 512, 1024, 1981, 2048, 4096)
 def scenarios():
     """The two headline `Scenario`s, keyed by target slug."""
     common = dict(hardware="h200", drafter="ratio", draft_cost=0.145, k=2, alpha=0.814, context=2048.0,
-                  kv_dtype="fp8", compute_dtype="bf16", roofline="pass")
+                  kv_dtype="fp8", compute_dtype="bf16", roofline="pass", engine="roofline")
     return {t: Scenario(target=t, **common) for t in PUBLISHED}
