@@ -241,3 +241,18 @@ def test_toy_input_through_the_catalogue_alone(tmp_path):
     finally:
         catalogue.unregister(row.name)
     assert "toy_dense_params" not in catalogue.AXES and "toy_dense_params" not in measured.optional_columns()
+
+
+def test_csv_input_columns_take_the_catalogue_range(tmp_path):
+    """A CSV column is checked against its input's row: tree_topk is 1..64 everywhere (the CSV took 4096)."""
+    from specjax.errors import SpecError
+    from specjax.inputs import measured
+
+    lines = (pathlib.Path(__file__).parents[1] / "data/measured/trees.csv").read_text().splitlines()[:2]
+    head, row = lines[0].split(","), lines[1].split(",")
+    row[head.index("tree_topk")] = "100"
+    path = tmp_path / "t.csv"
+    path.write_text(lines[0] + "\n" + ",".join(row) + "\n")
+    with pytest.raises(SpecError, match=r"line 2, column tree_topk: '100'; expected empty or an integer "
+                                        r"1 <= tree_topk <= 64"):
+        measured.load(path)

@@ -260,3 +260,12 @@ def test_tree_estimate_unrolls_only_the_levels_it_needs():
     assert float(own.speedup) == float(full.speedup) and float(own.tokens_per_step) == float(full.tokens_per_step)
     short = step(hw, dep, tgt, dr, dec.replace(tree_max_depth=2))
     assert int(short.status) == 4  # Point.INVALID_INPUT
+
+
+def test_accepted_length_is_solved_in_the_build_dtype():
+    """alpha from tau follows the dtype policy: a float64 build solves in float64 (it solved in float32)."""
+    sc = Scenario(engine="roofline", **BASE, k=3, accepted_length=2.25)
+    a64, a32 = sc.resolved_alpha(F64), sc.resolved_alpha()
+    tau = lambda a: 1 + a + a**2 + a**3  # noqa: E731  chain of k = 3: tau = sum of alpha^i
+    assert abs(tau(a64) - 2.25) < 1e-12 < abs(tau(a32) - 2.25) + 1e-12
+    assert float(sc.build(F64)[4].alpha) == a64

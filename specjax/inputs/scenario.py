@@ -139,19 +139,19 @@ class _Scenario:
                 f"{float(hw.hbm_bytes) / 1e9:.0f} GB x memory_fraction={self.memory_fraction:g} = {budget / 1e9:.1f} "
                 "GB; expected weights <= budget (raise --tp, lower --weight-dtype, or pass --ignore-memory)")
 
-    def resolved_alpha(self):
+    def resolved_alpha(self, dtype=jnp.float32):
         """alpha: given, solved from the accepted length (through the tree estimate for a tree), or the
-        first conditional rate of a per-position vector (for reporting; the vector itself is used)."""
+        first conditional rate of a per-position vector (for reporting; the vector itself is used). The
+        solve runs in `dtype`, the build's (float64 under x64 when the build asks for it)."""
         if self.alpha is not None:
             return float(self.alpha)
         rates = self.rates()
         if rates is not None:
             return rates[0]
-        tau = jnp.float32(self.accepted_length)
+        tau, as_dt = jnp.asarray(self.accepted_length, dtype), lambda v: jnp.asarray(v, dtype)  # noqa: E731
         if self.tree_topk is not None and not (self.tree_topk == 1 and self.tree_tokens == self.k + 1):
-            return float(alpha_from_tree_tokens(tau, jnp.float32(self.tree_topk), jnp.float32(self.tree_tokens),
-                                                jnp.float32(self.k)))
-        return float(alpha_from_tokens(tau, jnp.float32(self.k)))
+            return float(alpha_from_tree_tokens(tau, as_dt(self.tree_topk), as_dt(self.tree_tokens), as_dt(self.k)))
+        return float(alpha_from_tokens(tau, as_dt(self.k)))
 
     def build(self, dtype=jnp.float32):
         """Load presets and return `(Hardware, Deployment, target Model, draft Model, Decode)` pytrees.
@@ -195,7 +195,7 @@ class _Scenario:
         tgt = _models.target(arch, **dts)
         draft = kind.build(arch, draft_arch, dts)
         as_dt = lambda v: jnp.asarray(v, dtype)  # noqa: E731
-        values = dict(alpha=self.resolved_alpha(), draft_cost=self.draft_cost if kind.cost_ratio else 0.0,
+        values = dict(alpha=self.resolved_alpha(dtype), draft_cost=self.draft_cost if kind.cost_ratio else 0.0,
                       draft_tp=self.draft_tp or 0)  # the inputs a scenario gives in another form than the leaf
         leaves = {t: {} for t in catalogue.TREES}
         for row in catalogue.SCENARIO.values():  # every input with a leaf lands in its tree, from the catalogue
