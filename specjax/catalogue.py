@@ -71,6 +71,8 @@ class Input:
       choices: the allowed values of a "choice" input.
       flag_default: the CLI's default where it is not `default` (a serving command needs a load: its
         lengths default to vllm bench serve's random dataset; a scenario without one is a decode batch).
+      whole: users give it as a whole number (a CLI flag and a CSV cell take integers) though the model
+        treats it as continuous (sweep axes, the optax search over k).
     """
 
     name: str
@@ -104,6 +106,7 @@ class Input:
     start: float | None = None
     choices: tuple = ()
     flag_default: object = None
+    whole: bool = False
 
     @property
     def leaf(self):
@@ -149,14 +152,14 @@ class Input:
             what = {"dtype": "a storage dtype name", "registered": "a name"}.get(self.kind, "a preset name or a "
                                                                                            "file path")
             raise field_error(field, value, what, source)
-        if len(value) > 4096:
-            raise field_error(field, value[:40] + "...", "a preset or a path of at most 4096 characters", source)
+        if len(value) > 255:
+            raise field_error(field, value[:40] + "...", "a preset or a path of at most 255 characters", source)
         return value
 
     @property
     def csv_input(self):
         """The row as the measurements CSV checks it: its own range where it has one."""
-        return self if self.csv_range is None else dataclasses.replace(self, **self.csv_range)
+        return dataclasses.replace(self, **(self.csv_range or {}), integer=self.integer or self.whole)
 
     def _hint(self, value):
         if self.typical is None or isinstance(value, bool) or not isinstance(value, (int, float)) \
@@ -228,11 +231,11 @@ _ALL = (
     _i("batch", "op", "batch", 1, 1e8, "sequences", "batch_seqs", fixed=True, sensitivity=False, default=1.0,
        help="Decode batch (sequences).", scenario=True, csv="batch"),
     _i("k", "op", "k", 0, 64, "draft tokens per step", "k_tokens", fixed=True, default=2,
-       help="Draft length: tokens proposed per step.", csv="k", csv_range=dict(lo=1.0, integer=True), **_S),
+       help="Draft length: tokens proposed per step.", csv="k", csv_range=dict(lo=1.0), whole=True, **_S),
     _i("alpha", "op", "alpha", 0, 1, "per-token acceptance", fixed=True, help="Per-token acceptance rate in [0, 1].",
        csv="acceptance_rate", **_S),
     _i("accepted_length", "op", (), 1, 65, "tokens per step incl. the bonus token", "accepted_length_tokens",
-       fixed=True, sensitivity=False, help="Mean accepted length per step incl. bonus token, in [1, k+1].",
+       fixed=True, symbol="tau", sensitivity=False, help="Mean accepted length per step incl. bonus token, in [1, k+1].",
        csv="accepted_length", **_S),
     _c("acceptance_vector", "rates", None, "Conditional acceptance per draft position, a_1,a_2,... (beyond the "
        "last: the last). Replaces --alpha.", pair=True, fixed=True),

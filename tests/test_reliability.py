@@ -90,7 +90,7 @@ CASES = {
     "draft-tp-ratio": with_point(["--draft-tp", "1"], "draft_tp=1 is for a drafter that runs a model"),
     "expert-imbalance-low": with_point(["--expert-imbalance", "0.9"], "expert_imbalance=0.9; expected 1 <="),
     "memory-fraction": with_point(["--memory-fraction", "1.5"], "memory_fraction=1.5; expected 0 < u <= 1"),
-    "tau-low": ({}, POINT[:-2] + ["--accepted-length", "0.5"], "accepted_length=0.5; expected 1 <= tau <= k+1"),
+    "tau-low": ({}, POINT[:-2] + ["--accepted-length", "0.5"], "accepted_length=0.5; expected 1 <= tau <= 65"),
     "tau-above-k+1": ({}, POINT[:-2] + ["--accepted-length", "5", "--k", "3"], "accepted_length=5.0"),
     "alpha-and-tau": with_point(["--accepted-length", "2"], "give exactly one of alpha, accepted_length"),
     "neither": ({}, POINT[:-2], "give exactly one of alpha, accepted_length"),

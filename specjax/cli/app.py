@@ -51,7 +51,7 @@ def option(row, many=False):
     help and panel from the row, its default the row's (`flag_default` where the CLI's differs); `many`:
     a repeatable option (a list)."""
     if row.kind == "number":
-        kind = int if row.integer else float
+        kind = int if row.integer or row.whole else float
     elif row.kind in ("choice", "registered"):
         kind = _CHOICES.get(row.name) or choices(f"{row.name.title()}Choice", row.choices)
     else:
@@ -170,18 +170,20 @@ BatchMax = Annotated[float, typer.Option(help="Largest batch searched (2 to 1e8)
 Roof, ROOF_DEFAULT = option(catalogue.INPUTS["roofline"])  # validate and calibrate take the mode alone
 
 
-def model_command(fn=None, *, load=(), many=()):
+def model_command(fn=None, *, load=(), many=(), memory=True):
     """Register `fn(model, **own)` as a command taking the model flags of the catalogue (`flag_rows
     ("model")`) plus its own options; the model flags arrive as one dict `model`. `load`: the load flags
     it takes (names, or True for all), which arrive as a dict `load`; `many`: flags given as repeatable
-    lists (e.g. several targets for a figure)."""
+    lists (e.g. several targets for a figure); `memory`: the command refuses weights that do not fit
+    unless --ignore-memory (a figure marks such points instead: no flag)."""
     if fn is None:
-        return functools.partial(model_command, load=load, many=many)
+        return functools.partial(model_command, load=load, many=many, memory=memory)
     kw_only = inspect.Parameter.KEYWORD_ONLY
     rows = {"model": flag_rows("model"), "load": [r for r in flag_rows("load") if load is True or r.name in load]}
     groups = {g: [inspect.Parameter(r.name, kw_only, annotation=a, default=d)
                   for r in rs for a, d in [option(r, r.name in many)]] for g, rs in rows.items()}
-    groups["model"].append(inspect.Parameter("ignore_memory", kw_only, annotation=IgnoreMem, default=False))
+    if memory:
+        groups["model"].append(inspect.Parameter("ignore_memory", kw_only, annotation=IgnoreMem, default=False))
     own = [p.replace(kind=kw_only) for p in inspect.signature(fn, eval_str=True).parameters.values()
            if p.name not in groups]
     shared = groups["model"] + groups["load"]

@@ -198,7 +198,8 @@ class _PlotRequest:
         for t, h, a in itertools.product(targets, hardware, alphas):
             label = " | ".join([t] + ([pathlib.Path(h).stem] if len(hardware) > 1 else [])
                                + ([f"alpha={a:g}"] if len(alphas) > 1 else []))
-            out[label] = scenario(target=t, hardware=h, alpha=a, **m, **(self.load if self.kind == "serving" else {}))
+            out[label] = scenario(target=t, hardware=h, alpha=a, ignore_memory=True, **m,
+                                  **(self.load if self.kind == "serving" else {}))
         return out
 
     def sweep(self, column, needs):
@@ -300,7 +301,7 @@ FIGURES = {"speedup": _speedup_figure, "crossover-map": _crossover_map_figure, "
 PlotKind = choices("PlotKind", FIGURES)
 
 
-@model_command(load=True, many=("target", "hardware", "alpha"))
+@model_command(load=True, many=("target", "hardware", "alpha"), memory=False)
 def plot(model, load, kind: Annotated[PlotKind, typer.Argument(help="What to draw.")],
          out: Annotated[str, typer.Option(help="Output path without suffix; writes .png and .svg.")] = "figure",
          source: Annotated[Optional[str], typer.Option(
