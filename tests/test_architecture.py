@@ -1,5 +1,6 @@
 """The architecture's promises: one-way imports without cycles, registries that take a new drafter
-kind and a new reduction from a test alone, string statuses in files and JSON, strict dtypes."""
+kind, a new reduction and a new ingest format from a test alone, string statuses in files and JSON,
+status words on the status types only, strict dtypes."""
 
 import ast
 import json
@@ -15,7 +16,7 @@ from specjax.engine import sweep
 from specjax.inputs import drafters, models, spec
 from specjax.outputs import io
 from specjax.search import optimize, reductions, sensitivity
-from specjax.cost.status import Curve, Point
+from specjax.cost.status import Curve, Point, Serving
 
 PKG = pathlib.Path(__file__).parents[1] / "specjax"
 # modules of the model and search layers: pure JAX, no files, tables, figures or command line
@@ -134,6 +135,33 @@ def test_statuses_are_strings_in_json_and_files(tmp_path):
     df = io.read_results(tmp_path).collect()
     assert df.schema["status"] == pl.Enum(list(Curve.names()))
     assert set(df["status"].cast(pl.String)) <= set(Curve.names())
+
+
+def _docstrings(tree):
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+
+
+def test_status_names_are_spelled_only_on_the_status_types():
+    """Outside `cost/status.py` a status is a member (`Curve.STOPS_PAYING`) or asked of its type, never a
+    string (docstrings may name one); and every curve status has its sentences, so a new one cannot
+    break the text of `crossover` or `serve`."""
+    names = set(Point.names()) | set(Curve.names()) | set(Serving.names())
+    found = []
+    for path in sorted(PKG.rglob("*.py")):
+        if path == PKG / "cost" / "status.py":
+            continue
+        tree = ast.parse(path.read_text())
+        docs = _docstrings(tree)
+        found += [f"{path.relative_to(PKG)}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and node.value in names and id(node) not in docs]
+    assert not found, "status names spelled outside cost/status.py:\n" + "\n".join(found)
+    for member in Curve:
+        for which in ("message", *Curve.SENTENCES):
+            assert isinstance(member.text(which), str)  # no field given: each reads "-"
+    assert Curve.STOPS_PAYING.text("over_rate", switch_off_qps="4.2").startswith("speculation lowers TPOT up to 4.2")
+    assert Serving.encode(Serving.names()).tolist() == list(range(len(Serving)))
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
