@@ -18,6 +18,8 @@ import polars as pl
 from ..inputs import engines
 from ..inputs import hardware as _hw
 from ..cost import catalogue
+from ..cost.status import Curve, Serving
+from ..search import crossover, serving
 from . import io, plots, summary
 from ..inputs import models
 
@@ -109,8 +111,8 @@ MAX_SERIES = 8  # lines per serving figure (one colour each); more are split by 
 def serving_figures(df, out_dir):
     """TPOT and batch vs request rate for a `serve` sweep, per (hardware, pair): one line pair per
     combination of the other varying axes, at most `MAX_SERIES` per figure; the switch-off rate is the
-    grid's last crossing of the TPOT ratio (`plots.crossings`), a rate only speculation cannot sustain
-    counting as not paying (`serving.pays`)."""
+    grid's last crossing of the TPOT ratio as the rate search counts it (`serving.paying_ratio`: a rate
+    only speculation cannot sustain does not pay), interpolated by `plots.crossings`."""
     out = []
     axes = [i.column for i in catalogue.AXES.values() if i.column in df.columns and i.column != "qps_req_s"
             and df[i.column].n_unique() > 1]
@@ -122,13 +124,12 @@ def serving_figures(df, out_dir):
             for sk, sg in (part.group_by(series, maintain_order=True) if series else [((), part)]):
                 label = ", ".join(f"{plots.LABELS.get(a, a)}={v:g}" for a, v in zip(series, sk)) or p
                 sg = sg.sort("qps_req_s")
-                # as `serving.pays`: a side that saturates alone loses, whatever its TPOT ratio at capacity
-                status = sg["status"].cast(pl.String).to_numpy()
-                gap = np.where(status == "sd_saturated", 0.0, np.where(status == "base_saturated", 2.0,
-                                                                       sg["speedup_tpot"].to_numpy()))
-                off, _, _ = plots.crossings(sg["qps_req_s"].to_numpy(), gap)
-                marks[label] = dict(switch_off_qps=off, max_qps_base=None, max_qps_sd=None,
-                                    curve_status="stops_paying" if off else "helps_throughout")
+                # the ratio as the search counts it: a side that saturates alone loses, whatever its TPOT ratio
+                ratio = serving.paying_ratio(Serving.encode(sg["status"].cast(pl.String).to_numpy()),
+                                             sg["speedup_tpot"].to_numpy())
+                off, _, _ = plots.crossings(sg["qps_req_s"].to_numpy(), np.asarray(ratio))
+                status = Curve(int(crossover.curve_status(crossover.below(ratio < 1.0))))
+                marks[label] = dict(switch_off_qps=off, max_qps_base=None, max_qps_sd=None, curve_status=status.label)
                 frames.append(sg.select(pl.col("qps_req_s").alias("qps"), "tpot_base_s", "tpot_sd_s", "batch_base",
                                         "batch_sd", "speedup_tpot", pl.col("status").cast(pl.String))
                               .with_columns(pl.lit(label).alias("label")))

@@ -215,11 +215,18 @@ def capacities(hw, deploy, target, draft, dec, model=None):
     return lam[0], lam[1]
 
 
+def paying_ratio(status, speedup_tpot):
+    """The TPOT ratio as it counts for paying, from a `status.Serving` code and the ratio: 0 where only
+    speculation cannot sustain the rate (its queue grows without bound; or its drafter does not fit), 2
+    where only plain decoding cannot, else the ratio. Elementwise; also on a sweep's columns (the report)."""
+    sd_loses = (status == code(Serving.SD_SATURATED)) | (status == code(Serving.SD_DOES_NOT_FIT))
+    return jnp.where(sd_loses, 0.0, jnp.where(status == code(Serving.BASE_SATURATED), 2.0, speedup_tpot))
+
+
 def pays(served):
-    """g(lambda) whose sign says whether speculation lowers TPOT at the rate: ratio - 1, except that a
-    side which saturates where the other does not loses (its queue grows without bound)."""
-    one_sided = served.base.saturated != served.sd.saturated
-    return jnp.where(one_sided, jnp.where(served.sd.saturated, -1.0, 1.0), served.speedup_tpot - 1.0)
+    """g(lambda) whose sign says whether speculation lowers TPOT at the rate: `paying_ratio` - 1 (a side
+    which saturates where the other does not loses)."""
+    return paying_ratio(served.status, served.speedup_tpot) - 1.0
 
 
 class RateCurve(NamedTuple):
