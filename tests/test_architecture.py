@@ -13,7 +13,7 @@ import pytest
 
 from specjax import Scenario, api, crossover, step
 from specjax.engine import sweep
-from specjax.inputs import drafters, models, spec
+from specjax.inputs import drafters, ingest, models, spec
 from specjax.outputs import io
 from specjax.search import optimize, reductions, sensitivity
 from specjax.cost.status import Curve, Point, Serving
@@ -120,6 +120,37 @@ def test_toy_drafter_and_reduction_through_the_registries_alone(tmp_path):
     finally:
         drafters.REGISTRY.pop("toy-head")
         reductions.REGISTRY.pop("step_ms")
+
+
+def test_toy_ingest_format_through_the_registry_alone(tmp_path, capsys):
+    """A made-up engine log ("TOYSPEC batch=B drafts=D accepted=A" lines): detected, read and written by
+    `specjax ingest` without --format, from one `register` call."""
+    def toy_log(path):
+        out = {}
+        for line in pathlib.Path(path).read_text().splitlines():
+            b, d, a = (float(w.split("=")[1]) for w in line.split()[1:])
+            out.setdefault(int(b), ingest.Totals()).add(d, a)
+        return out
+
+    ingest.register(ingest.Format("toy-log", "toy", ingest.ACCEPTANCE, lambda head: "TOYSPEC" in head,
+                                  ingest.per_file(toy_log), "a toy engine's log"))
+    try:
+        path = tmp_path / "toy.log"
+        path.write_text("TOYSPEC batch=4 drafts=10 accepted=15\nTOYSPEC batch=4 drafts=30 accepted=25\n"
+                        "TOYSPEC batch=16 drafts=8 accepted=4\n")
+        assert ingest.detect(path) == "toy-log"
+        from specjax.cli import main
+
+        with pytest.raises(SystemExit) as e:
+            main(["ingest", str(path), "--out", str(tmp_path / "acc.csv"), "--json"])
+        assert e.value.code == 0, capsys.readouterr().err
+        out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert (out["format"], out["engine"], out["kind"]) == ("toy-log", "toy", ingest.ACCEPTANCE)
+        rows = pl.read_csv(tmp_path / "acc.csv").sort("batch")
+        assert rows["batch"].to_list() == [4, 16] and rows["intervals"].to_list() == [2, 1]
+        assert rows["accepted_length"].to_list() == pytest.approx([1 + 40 / 40, 1 + 4 / 8])
+    finally:
+        ingest.REGISTRY.pop("toy-log")
 
 
 def test_statuses_are_strings_in_json_and_files(tmp_path):
