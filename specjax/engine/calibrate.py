@@ -1,8 +1,8 @@
 """Fit an engine profile to measurements (MODEL.md 4).
 
-Parameters: the engine terms of the input catalogue (`catalogue.ENGINE`: eta_F, eta_W, T_pass_fixed,
-t_layer, t_kernel, T_draft_fixed, T_step_fixed, sigma), one set shared by every training row, each
-squashed into its catalogue `fit` bounds by a sigmoid. Acceptance is the row's where given; otherwise one alpha per
+Parameters: the engine terms of the input catalogue that have fitting bounds (`catalogue.ENGINE` rows
+with `fit`: eta_F, eta_W, T_pass_fixed, t_layer, t_kernel, T_draft_fixed, T_step_fixed, sigma today), one
+set shared by every training row, each squashed into its catalogue `fit` bounds by a sigmoid. Acceptance is the row's where given; otherwise one alpha per
 acceptance group, the one that matches the group's anchor row (as `validate` does; differentiable by
 the implicit function theorem). Loss: mean squared log error of the non-anchor speedups plus, where a
 row has them, of the measured step times (`t_base_s`, `t_sd_step_s`), each source weighted equally,
@@ -35,13 +35,25 @@ from ..errors import SpecError
 from ..inputs import engines, measured
 from . import validate
 
-FIELDS = tuple(catalogue.ENGINE)
-BOUNDS = {n: catalogue.INPUTS[n].fit for n in FIELDS}  # physical bounds of each calibrated parameter
-PRIORS = {"flops_efficiency": 0.7, "hbm_efficiency": 0.85, "fixed_overhead_s": 0.0, "layer_overhead_s": 0.0,
-          "kernel_overhead_s": 0.0, "draft_overhead_s": 0.0, "step_overhead_s": 0.0,
-          "non_overlap": 0.0}  # held values when not identified
-START = {"flops_efficiency": 0.7, "hbm_efficiency": 0.85, "fixed_overhead_s": 3e-4, "layer_overhead_s": 1e-5,
-         "kernel_overhead_s": 2e-6, "draft_overhead_s": 2e-4, "step_overhead_s": 5e-4, "non_overlap": 0.2}
+FIELDS = tuple(n for n in catalogue.ENGINE if n in catalogue.FIT)  # the engine terms with fitting bounds
+BOUNDS = {n: catalogue.FIT[n].fit for n in FIELDS}  # physical bounds of each calibrated parameter
+
+# Per-term values the catalogue does not carry yet; a term not named here gets the derived default below.
+# TODO: moves to catalogue rows (an optional `prior` and `start` field of catalogue.Input).
+_PRIOR = {"flops_efficiency": 0.7, "hbm_efficiency": 0.85}
+_START = {"flops_efficiency": 0.7, "hbm_efficiency": 0.85, "fixed_overhead_s": 3e-4, "layer_overhead_s": 1e-5,
+          "kernel_overhead_s": 2e-6, "draft_overhead_s": 2e-4, "step_overhead_s": 5e-4, "non_overlap": 0.2}
+
+
+def _in_bounds(name, v):
+    lo, hi = BOUNDS[name]
+    return min(max(float(v), lo), hi)
+
+
+# held values when not identified: by default the pure roofline's (no overhead, no non-overlap), in bounds
+PRIORS = {n: _PRIOR.get(n, _in_bounds(n, engines.DEFAULTS.get(n, BOUNDS[n][0]))) for n in FIELDS}
+# where the fit starts: by default the middle of the bounds (0 in the sigmoid's unconstrained coordinate)
+START = {n: _START.get(n, 0.5 * (BOUNDS[n][0] + BOUNDS[n][1])) for n in FIELDS}
 
 
 def split_series(names, holdout_fraction=0.3):
@@ -265,7 +277,9 @@ def fit(rows, *, name="calibrated", hbm_efficiency=0.85, holdout_fraction=0.3, s
         se, ratio, cond = identifiability(vals, identified, data, dtype)
     hist1 = np.concatenate(hists)
     held_names = tuple(n for n in FIELDS if n not in identified)
-    profile = engines.EngineProfile(slug=name, name=name, values={n: float(v) for n, v in vals.items()},
+    values = {**{n: float(engines.DEFAULTS[n]) for n in catalogue.ENGINE if n not in vals},
+              **{n: float(v) for n, v in vals.items()}}  # a term without fitting bounds: its default
+    profile = engines.EngineProfile(slug=name, name=name, values=values,
                                     fitted=identified, description=f"calibrated on {len(tr_rows)} rows")
     return Calibration(profile=profile, values=profile.values, identified=identified, held=held_names,
                        std_errors={**first_se, **se}, condition=first_cond, train_series=train, heldout_series=held_out,

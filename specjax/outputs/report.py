@@ -154,9 +154,7 @@ def write(spec, data_dir, out):
         p = engines.load(spec.engine).apply(_hw.load(h))  # the terms the sweep ran with (engine applied)
         hw_rows.append(dict(hardware=p.slug, name=p.name, bf16_tflops=p.flops_per_s.get("bf16", 0) / 1e12,
                             hbm_tb_s=p.hbm_bytes_per_s / 1e12, hbm_gb=p.hbm_bytes / 1e9, engine=spec.engine,
-                            flops_efficiency=p.flops_efficiency, hbm_efficiency=p.hbm_efficiency,
-                            fixed_overhead_s=p.fixed_overhead_s, layer_overhead_s=p.layer_overhead_s,
-                            step_overhead_s=p.step_overhead_s, source=p.source))
+                            **{n: getattr(p, n) for n in catalogue.ENGINE}, source=p.source))  # every engine term
     model_rows = []
     for pair in spec.pairs:
         for role, slug in (("target", pair.target), ("draft", pair.draft)):
@@ -183,8 +181,9 @@ def write(spec, data_dir, out):
     parts += ["<h2>Assumptions</h2><h3>Hardware</h3>", _table(pl.DataFrame(hw_rows)), "<h3>Models</h3>",
               _table(pl.DataFrame(model_rows)),
               "<p>Roofline (MODEL.md): per-operator max(FLOPs / peak, bytes / bandwidth) scaled by the engine "
-              "profile's achieved fractions, plus its per-pass, per-layer, per-draft-pass and per-step overheads "
-              "(MODEL.md 1.2; all 0 for engine = roofline); uniform MoE routing; i.i.d. acceptance; two ring "
+              "profile's achieved fractions, plus its overheads ("
+              + "; ".join(i.unit for i in catalogue.OVERHEADS.values()) + "; MODEL.md 1.2; all 0 for engine = "
+              "roofline); uniform MoE routing; i.i.d. acceptance; two ring "
               "all-reduces per layer under tensor parallelism; memory budget 0.9 x HBM unless the spec says "
               "otherwise.</p>",
               "<h3>Sweep spec</h3>", f"<pre>{html.escape(spec.text)}</pre>", "<h3>Versions</h3>",
