@@ -1,14 +1,14 @@
 """Fit an engine profile to measurements (MODEL.md 4).
 
 Parameters: the engine terms of the input catalogue that have fitting bounds (`catalogue.ENGINE` rows
-with `fit`: eta_F, eta_W, T_pass_fixed, t_layer, t_kernel, T_draft_fixed, T_step_fixed, sigma today), one
-set shared by every training row, each squashed into its catalogue `fit` bounds by a sigmoid. Acceptance is the row's where given; otherwise one alpha per
-acceptance group, the one that matches the group's anchor row (as `validate` does; differentiable by
-the implicit function theorem). Loss: mean squared log error of the non-anchor speedups plus, where a
-row has them, of the measured step times (`t_base_s`, `t_sd_step_s`), each source weighted equally,
-minimised by optax's Adam (`scale_by_adam`) with a cosine-decayed step size. The bounds are physical:
-decode kernels reach 70-100% of HBM bandwidth and 30-100% of peak FLOP/s, so what the roofline misses
-beyond that must be overhead.
+with `fit`: eta_F, eta_W, T_pass_fixed, t_layer, t_kernel, T_draft_fixed, T_step_fixed, sigma today),
+one set shared by every training row, each squashed into its catalogue `fit` bounds by a sigmoid.
+Acceptance is the row's where given; otherwise one alpha per acceptance group, the one that matches the
+group's anchor row (as `validate` does; differentiable by the implicit function theorem). Loss: mean
+squared log error of the non-anchor speedups plus, where a row has them, of the measured step times
+(`t_base_s`, `t_sd_step_s`), each source weighted equally, minimised by optax's Adam (`scale_by_adam`)
+with a cosine-decayed step size. The bounds are physical: decode kernels reach 70-100% of HBM bandwidth
+and 30-100% of peak FLOP/s, so what the roofline misses beyond that must be overhead.
 
 Identifiability. A speedup is a ratio of times: scaling eta_F and eta_W by s and every overhead by
 1/s leaves every speedup unchanged, so without step times eta_W is held (at `hbm_efficiency`). After a
@@ -62,11 +62,6 @@ def split_series(names, holdout_fraction=0.3):
     if holdout_fraction > 0 and not held and len(names) > 1:
         held = {sorted(names)[0]}
     return [n for n in names if n not in held], [n for n in names if n in held]
-
-
-def _squash(u, name):
-    lo, hi = BOUNDS[name]
-    return lo + (hi - lo) * jax.nn.sigmoid(u)
 
 
 def _unsquash(v, name):

@@ -64,7 +64,7 @@ def roofline_points(hw, deploy, model, batches, k, context):
 def serving_grid(scenarios, points=41):
     """`api.serve` for each `{label: Scenario}` (with a load) on `points` rates from 1% to 120% of the
     larger sustainable rate: (rows with label, qps, both sides' TPOT and batch, the ratio and the status;
-    {label: switch_off_qps, max_qps_base, max_qps_sd})."""
+    {label: switch_off_qps, max_qps_base, max_qps_sd, curve_status})."""
     from .. import api
 
     frames, marks = [], {}
