@@ -192,7 +192,7 @@ def test_status_names_are_spelled_only_on_the_status_types():
         for which in ("message", *Curve.SENTENCES):
             assert isinstance(member.text(which), str)  # no field given: each reads "-"
     assert Curve.STOPS_PAYING.text("over_rate", switch_off_qps="4.2").startswith("speculation lowers TPOT up to 4.2")
-    assert Serving.encode(Serving.names()).tolist() == list(range(len(Serving)))
+    assert [Serving.of(n) for n in Serving.names()] == list(Serving)
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])

@@ -3,8 +3,8 @@ message per code).
 
 Inside jitted kernels a status is a small integer code (`int8`); files carry it as a polars Enum
 of the names below and JSON as the name. No other module spells a status name or its sentence:
-kernels use the members (`Point.OK`), writers use `names()` and `decode()`, readers `of()` and
-`encode()`, and text asks the member (`Curve.STOPS_PAYING.text("over_rate", switch_off_qps="4.2")`).
+kernels use the members (`Point.OK`), writers use `names()` and `decode()`, readers `of()`, and text
+asks the member (`Curve.STOPS_PAYING.text("over_rate", switch_off_qps="4.2")`).
 """
 
 import enum
@@ -60,13 +60,6 @@ class _Status(enum.IntEnum):
         table = np.asarray(cls.names(), dtype=object)
         arr = np.asarray(codes).astype(np.int64)
         return table[arr] if arr.ndim else str(table[arr])
-
-    @classmethod
-    def encode(cls, names):
-        """Codes (int8 array) of an array of status names: the inverse of `decode`."""
-        code_of = {n: i for i, n in enumerate(cls.names())}
-        return np.asarray([code_of[str(n)] for n in np.asarray(names, dtype=object).ravel()],
-                          np.int8).reshape(np.shape(names))
 
 
 class Point(_Status):

@@ -125,11 +125,13 @@ def serving_figures(df, out_dir):
                 label = ", ".join(f"{plots.LABELS.get(a, a)}={v:g}" for a, v in zip(series, sk)) or p
                 sg = sg.sort("qps_req_s")
                 # the ratio as the search counts it: a side that saturates alone loses, whatever its TPOT ratio
-                ratio = serving.paying_ratio(Serving.encode(sg["status"].cast(pl.String).to_numpy()),
+                status = [Serving.of(n) for n in sg["status"].cast(pl.String)]
+                ratio = serving.paying_ratio(np.array([s.sustains(False) for s in status]),
+                                             np.array([s.sustains(True) for s in status]),
                                              sg["speedup_tpot"].to_numpy())
                 off, _, _ = plots.crossings(sg["qps_req_s"].to_numpy(), np.asarray(ratio))
-                status = Curve(int(crossover.curve_status(crossover.below(ratio < 1.0))))
-                marks[label] = dict(switch_off_qps=off, max_qps_base=None, max_qps_sd=None, curve_status=status.label)
+                curve = Curve(int(crossover.curve_status(crossover.below(ratio < 1.0))))
+                marks[label] = dict(switch_off_qps=off, max_qps_base=None, max_qps_sd=None, curve_status=curve.label)
                 frames.append(sg.select(pl.col("qps_req_s").alias("qps"), "tpot_base_s", "tpot_sd_s", "batch_base",
                                         "batch_sd", "speedup_tpot", pl.col("status").cast(pl.String))
                               .with_columns(pl.lit(label).alias("label")))

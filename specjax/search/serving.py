@@ -215,18 +215,18 @@ def capacities(hw, deploy, target, draft, dec, model=None):
     return lam[0], lam[1]
 
 
-def paying_ratio(status, speedup_tpot):
-    """The TPOT ratio as it counts for paying, from a `status.Serving` code and the ratio: 0 where only
-    speculation cannot sustain the rate (its queue grows without bound; or its drafter does not fit), 2
-    where only plain decoding cannot, else the ratio. Elementwise; also on a sweep's columns (the report)."""
-    sd_loses = (status == code(Serving.SD_SATURATED)) | (status == code(Serving.SD_DOES_NOT_FIT))
-    return jnp.where(sd_loses, 0.0, jnp.where(status == code(Serving.BASE_SATURATED), 2.0, speedup_tpot))
+def paying_ratio(base_sustains, sd_sustains, speedup_tpot):
+    """The TPOT ratio as it counts for paying: 0 where only plain decoding sustains the rate
+    (speculation's queue grows without bound), 2 where only speculation does, else the ratio.
+    Elementwise; also on a sweep's columns (the report, from each row's `status.Serving`)."""
+    one_sided = base_sustains != sd_sustains
+    return jnp.where(one_sided, jnp.where(sd_sustains, 2.0, 0.0), speedup_tpot)
 
 
 def pays(served):
     """g(lambda) whose sign says whether speculation lowers TPOT at the rate: `paying_ratio` - 1 (a side
     which saturates where the other does not loses)."""
-    return paying_ratio(served.status, served.speedup_tpot) - 1.0
+    return paying_ratio(~served.base.saturated, ~served.sd.saturated, served.speedup_tpot) - 1.0
 
 
 class RateCurve(NamedTuple):
