@@ -1,5 +1,6 @@
 """The architecture's promises: one-way imports without cycles, registries that take a new drafter
-kind and a new reduction from a test alone, string statuses in files and JSON, strict dtypes."""
+kind, a new reduction and a new ingest format from a test alone, string statuses in files and JSON,
+status words on the status types only, strict dtypes."""
 
 import ast
 import importlib
@@ -13,10 +14,10 @@ import pytest
 
 from specjax import Scenario, api, crossover, step
 from specjax.engine import sweep
-from specjax.inputs import drafters, models, spec
+from specjax.inputs import drafters, ingest, models, spec
 from specjax.outputs import io
 from specjax.search import optimize, reductions, sensitivity
-from specjax.cost.status import Curve, Point
+from specjax.cost.status import Curve, Point, Serving
 
 PKG = pathlib.Path(__file__).parents[1] / "specjax"
 # modules of the model and search layers: pure JAX, no files, tables, figures or command line
@@ -122,6 +123,37 @@ def test_toy_drafter_and_reduction_through_the_registries_alone(tmp_path):
         reductions.REGISTRY.pop("step_ms")
 
 
+def test_toy_ingest_format_through_the_registry_alone(tmp_path, capsys):
+    """A made-up engine log ("TOYSPEC batch=B drafts=D accepted=A" lines): detected, read and written by
+    `specjax ingest` without --format, from one `register` call."""
+    def toy_log(path):
+        out = {}
+        for line in pathlib.Path(path).read_text().splitlines():
+            b, d, a = (float(w.split("=")[1]) for w in line.split()[1:])
+            out.setdefault(int(b), ingest.Totals()).add(d, a)
+        return out
+
+    ingest.register(ingest.Format("toy-log", "toy", ingest.ACCEPTANCE, lambda head: "TOYSPEC" in head,
+                                  ingest.per_file(toy_log), "a toy engine's log"))
+    try:
+        path = tmp_path / "toy.log"
+        path.write_text("TOYSPEC batch=4 drafts=10 accepted=15\nTOYSPEC batch=4 drafts=30 accepted=25\n"
+                        "TOYSPEC batch=16 drafts=8 accepted=4\n")
+        assert ingest.detect(path) == "toy-log"
+        from specjax.cli import main
+
+        with pytest.raises(SystemExit) as e:
+            main(["ingest", str(path), "--out", str(tmp_path / "acc.csv"), "--json"])
+        assert e.value.code == 0, capsys.readouterr().err
+        out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert (out["format"], out["engine"], out["kind"]) == ("toy-log", "toy", ingest.ACCEPTANCE)
+        rows = pl.read_csv(tmp_path / "acc.csv").sort("batch")
+        assert rows["batch"].to_list() == [4, 16] and rows["intervals"].to_list() == [2, 1]
+        assert rows["accepted_length"].to_list() == pytest.approx([1 + 40 / 40, 1 + 4 / 8])
+    finally:
+        ingest.REGISTRY.pop("toy-log")
+
+
 def test_statuses_are_strings_in_json_and_files(tmp_path):
     assert Point.names() == ("ok", "sd_over_memory", "base_over_memory", "model_does_not_fit", "invalid_input")
     assert Curve.names() == ("stops_paying", "helps_throughout", "never_helps", "hurts_at_small_batch",
@@ -135,6 +167,33 @@ def test_statuses_are_strings_in_json_and_files(tmp_path):
     df = io.read_results(tmp_path).collect()
     assert df.schema["status"] == pl.Enum(list(Curve.names()))
     assert set(df["status"].cast(pl.String)) <= set(Curve.names())
+
+
+def _docstrings(tree):
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+
+
+def test_status_names_are_spelled_only_on_the_status_types():
+    """Outside `cost/status.py` a status is a member (`Curve.STOPS_PAYING`) or asked of its type, never a
+    string (docstrings may name one); and every curve status has its sentences, so a new one cannot
+    break the text of `crossover` or `serve`."""
+    names = set(Point.names()) | set(Curve.names()) | set(Serving.names())
+    found = []
+    for path in sorted(PKG.rglob("*.py")):
+        if path == PKG / "cost" / "status.py":
+            continue
+        tree = ast.parse(path.read_text())
+        docs = _docstrings(tree)
+        found += [f"{path.relative_to(PKG)}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and node.value in names and id(node) not in docs]
+    assert not found, "status names spelled outside cost/status.py:\n" + "\n".join(found)
+    for member in Curve:
+        for which in ("message", *Curve.SENTENCES):
+            assert isinstance(member.text(which), str)  # no field given: each reads "-"
+    assert Curve.STOPS_PAYING.text("over_rate", switch_off_qps="4.2").startswith("speculation lowers TPOT up to 4.2")
+    assert [Serving.of(n) for n in Serving.names()] == list(Serving)
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])

@@ -330,3 +330,22 @@ def test_validate_on_tiny_files_gives_json_and_writes_out_only_on_success(tmp_pa
     for part in ("level", "shape"):
         if summary[part]["rows_scored"] == 0:
             assert summary[part]["median_ape"] is None and summary[part]["reason"]
+
+
+def test_calibrated_terms_bounds_and_starts_come_from_the_catalogue(monkeypatch):
+    """A new engine term with fitting bounds in the catalogue is a calibrated parameter, held at its
+    pure-roofline value and started mid-bounds, with no edit here (it was a KeyError)."""
+    import importlib
+
+    toy = dataclasses.replace(catalogue.INPUTS["draft_overhead_s"], name="toy_overhead_s", leaves=("toy_overhead_s",),
+                              fit=(0.0, 1e-3))
+    monkeypatch.setitem(catalogue.ENGINE, "toy_overhead_s", toy)
+    monkeypatch.setitem(catalogue.FIT, "toy_overhead_s", toy)
+    try:
+        importlib.reload(calibrate)
+        assert calibrate.FIELDS[-1] == "toy_overhead_s" and calibrate.BOUNDS["toy_overhead_s"] == (0.0, 1e-3)
+        assert calibrate.PRIORS["toy_overhead_s"] == 0.0 and calibrate.START["toy_overhead_s"] == 5e-4
+    finally:
+        monkeypatch.undo()
+        importlib.reload(calibrate)
+    assert calibrate.FIELDS == tuple(catalogue.ENGINE) and calibrate.PRIORS["hbm_efficiency"] == 0.85

@@ -236,3 +236,19 @@ def test_switch_off_by_pair_figure_draws_the_grid():
     assert [t.get_text() for t in ax.get_xticklabels()] == ["tp8", "dp8-ep8", "tp16"]
     heights = sorted(round(p.get_height()) for p in ax.patches if p.get_height() > 0)
     assert heights == [800, 1200, 2800, 5000, 16384, 16384]  # two hatched bars to the search bound
+
+
+def test_figure_kernels_compile_once():
+    """The figure frames call module-level jitted kernels: a second figure of the same shapes (other
+    scenarios, other batches) compiles nothing."""
+    from specjax.engine import curve_kernels
+    from specjax.inputs.scenario import Scenario
+    from specjax.outputs import curves
+
+    scs = {f"alpha={a}": Scenario(target="llama-3.1-8b", hardware="h100-sxm", drafter="ratio", draft_cost=0.1,
+                                  alpha=a) for a in (0.6, 0.8)}
+    first = curves.speedup_grid(scs, [1.0, 8.0, 64.0])
+    size = curve_kernels.speedup_over_batch._cache_size()
+    again = curves.speedup_grid(scs, [2.0, 16.0, 128.0])
+    assert curve_kernels.speedup_over_batch._cache_size() == size
+    assert first.height == again.height == 6

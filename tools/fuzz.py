@@ -24,6 +24,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from specjax.cli import main  # noqa: E402
+from specjax.inputs.ingest import REGISTRY as _FORMATS  # noqa: E402
 
 HOSTILE = [-1, 0, 1, -3000, 10**15, 1e-300, 1e308, 2.5, "32", "false", True, None, [], {}, [1, 2], "", "x" * 300]
 
@@ -144,8 +145,7 @@ def cases(rng, tmp):
             src = rng.choice(engines)
             path = path.with_suffix(src.suffix)
             path.write_text(mutate_lines(rng, src.read_text()))
-            extra = ["--format", rng.choice(["vllm-metrics", "vllm-log", "sglang-log", "trtllm-stats", "vllm-bench",
-                                             "sglang-bench"])] if rng.random() < 0.3 else []
+            extra = ["--format", rng.choice(list(_FORMATS))] if rng.random() < 0.3 else []
             yield kind, ["ingest", str(path), *extra, *model, "--k", "3", "--out", str(tmp / "ingest.csv"), "--json"]
         elif kind == "serve":  # serving flags, some hostile
             flags = {"--qps": rng.choice(["1", "0.001", "1e6", "0", "-1", "nan", "abc"]),

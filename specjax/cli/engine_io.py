@@ -7,13 +7,13 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import SpecError
+from ..inputs import ingest as _ingest
 from .app import (Json, app, choices, model_command, print_json, scenario,
                   value)
 from .data import _writetable
 from .model import _b
 
-FormatChoice = choices("FormatChoice", ("vllm-metrics", "vllm-log", "vllm-bench", "sglang-bench", "sglang-log",
-                                        "trtllm-stats"))
+FormatChoice = choices("FormatChoice", _ingest.REGISTRY)
 EmitChoice = choices("EmitChoice", ("vllm", "sglang", "trtllm"))
 Files = Annotated[list[str], typer.Argument(metavar="FILE...", help="Engine metrics, logs, iteration stats or "
                                                                    "benchmark results (one format).")]
@@ -24,7 +24,8 @@ def ingest(files: Files,
            out: Annotated[str, typer.Option(help="CSV (or .parquet) to write: an acceptance summary (metrics, logs, "
                                                  "stats) or measurement rows (benchmark results).")],
            fmt: Annotated[Optional[FormatChoice], typer.Option("--format", help="Input format (default: detected "
-                                                                                "from the content).")] = None,
+                                                                                "from the content): " + "; ".join(
+               f"{f.name}: {f.help}" for f in _ingest.REGISTRY.values()) + ".")] = None,
            target: Annotated[Optional[str], typer.Option(help="Benchmark results: the target (measurement rows).")
                              ] = None,
            hardware: Annotated[Optional[str], typer.Option("--hardware", help="Benchmark results: the hardware.")
@@ -38,22 +39,20 @@ def ingest(files: Files,
            as_json: Json = False):
     """Read engine metrics, logs, iteration stats or benchmark results into a CSV: acceptance per batch
     (tau, per-position rates) or measurement rows for `specjax validate` and `calibrate`."""
-    from ..inputs import ingest as _ingest
-
     formats = {value(fmt)} if fmt else {_ingest.detect(f) for f in files}
     if len(formats) > 1:
         raise SpecError(f"files of several formats ({', '.join(sorted(formats))}); ingest one format at a time")
     (form,) = formats
-    engine, kind = _ingest.FORMATS[form]
-    if kind == "acceptance":
+    record = _ingest.get(form)
+    engine, kind = record.engine, record.gives
+    if kind == _ingest.ACCEPTANCE:
         rows = _ingest.acceptance(files, form)
     else:
         if not (target and hardware and drafter):
             raise SpecError(f"{form} results become measurement rows: give --target, --hardware and --drafter "
                             "(and --draft, --tp as served)")
-        results = [r for f in files for r in _ingest.bench_results(f, form)]
-        rows = _ingest.measurement_rows(_ingest.pair_results(results), form, target, hardware, drafter, draft, tp, k,
-                                        weight_dtype, draft_tp)
+        rows = _ingest.measurement_rows(_ingest.pair_results(record.read(files)), form, target, hardware, drafter,
+                                        draft, tp, k, weight_dtype, draft_tp)
     import polars as pl
 
     _writetable(pl.DataFrame(rows, infer_schema_length=None), out)
@@ -61,7 +60,7 @@ def ingest(files: Files,
         print_json(dict(format=form, engine=engine, kind=kind, rows=rows, out=out))
         return
     print(f"{form} ({engine}): {len(rows)} rows -> {out}")
-    if kind == "acceptance":
+    if kind == _ingest.ACCEPTANCE:
         print(f"{'batch':>6} {'tau':>6} {'k':>3}  per-position rates")
         for r in rows:
             print(f"{_b(r['batch']):>6} {r['accepted_length']:>6.3f} {r['k'] or '-':>3}  {r['position_rates'] or '-'}")

@@ -64,18 +64,15 @@ def crossover(model, batch_max: BatchMax = 65536.0, as_json: Json = False):
 
 def crossover_text(r):
     """The answer of `crossover` in a few lines (also used by `sensitivity`)."""
-    st, off = r["status"], r["crossover_batch"]
+    from ..cost.status import Curve
+
+    st, off, status = r["status"], r["crossover_batch"], Curve.of(r["status"])
     mem = r["max_batch_sd"]
-    lines = {"stops_paying": f"speculation stops paying at batch B_off = {_b(off)} (status {st})",
-             "helps_throughout": f"speculation pays at every batch up to the bound {_b(r['batch_bound'])} "
-                                 f"(status {st})",
-             "never_helps": f"speculation never pays on [1, {_b(r['batch_bound'])}] (status {st})",
-             "hurts_at_small_batch": "speculation hurts at small batch and pays between {} and {} (status {})".format(
-                 *map(_b, r["pays_between"] or [None, None]), st),
-             "helps_with_dips": f"speculation pays at batch 1 and at the bound {_b(r['batch_bound'])}, with dips "
-                                f"(status {st})"}
-    out = [lines.get(st, f"status {st}")]
-    if off is not None and st != "stops_paying":
+    pays = r["pays_between"] or [None, None]
+    said = status.text("over_batch", crossover_batch=_b(off), batch_bound=_b(r["batch_bound"]),
+                             pays_from=_b(pays[0]), pays_to=_b(pays[1]))
+    out = [f"{said} (status {st})"]
+    if off is not None and status is not Curve.STOPS_PAYING:
         out.append(f"switch-off batch B_off = {_b(off)}")
     out.append(f"first batch with S < 1: {_b(r['first_crossing_batch'])}; S(1) = {_b(r['speedup_at_batch_1'])}")
     if r["dips"]:
@@ -195,6 +192,7 @@ def presets(as_json: Json = False):
 @app.command()
 def seed(as_json: Json = False):
     """The headline scenario: Llama-3-70B vs gpt-oss-120b on an H200, speedup vs batch and crossovers."""
+    from ..cost.status import Point
     from ..inputs import seed as _seed
 
     out = {}
@@ -212,7 +210,7 @@ def seed(as_json: Json = False):
         cells = []
         for s in out:
             p = out[s]["curve"][i]
-            cells.append(f"{p['speedup']:>13.3f}{'*' if p['status'] != 'ok' else ' '}")
+            cells.append(f"{p['speedup']:>13.3f}{'*' if p['status'] != Point.OK.label else ' '}")
         print(f"{b:>6}  " + "  ".join(cells))
     print("(* = does not fit in 0.9 x 141 GB with this batch; the article ignored capacity)\n")
     for s, o in out.items():

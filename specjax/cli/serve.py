@@ -6,6 +6,7 @@ import typer
 
 from .. import api
 from .. import catalogue
+from ..cost.status import Curve
 from ..errors import SpecError
 from .app import Json, model_command, print_inputs, print_json, scenario
 from .model import _b
@@ -60,13 +61,9 @@ def serve(model, load,
     print(f"largest sustainable rate: {_q(r['max_qps_base'])} req/s without speculation, {_q(r['max_qps_sd'])} "
           "with it")
     st = r["curve_status"]
-    words = {"stops_paying": f"speculation lowers TPOT up to {_q(r['switch_off_qps'])} req/s (switch-off rate)",
-             "helps_throughout": "speculation lowers TPOT at every sustainable rate",
-             "never_helps": "speculation never lowers TPOT here",
-             "hurts_at_small_batch": f"speculation raises TPOT at low load; switch-off rate {_q(r['switch_off_qps'])}",
-             "helps_with_dips": f"speculation pays at low load and at capacity, not in between (first rate where "
-                                f"it does not: {_q(r['first_crossing_qps'])})"}
-    print(words[st] + f" (status {st}; TPOT ratio {r['speedup_tpot_low_qps']:.3f} as the rate -> 0)")
+    said = Curve.of(st).text("over_rate", switch_off_qps=_q(r["switch_off_qps"]),
+                             first_crossing_qps=_q(r["first_crossing_qps"]))
+    print(f"{said} (status {st}; TPOT ratio {r['speedup_tpot_low_qps']:.3f} as the rate -> 0)")
     if "slo" in r:
         s = r["slo"]
         what = " and ".join(f"{n} <= {v * 1e3:g} ms" for n, v in (("TPOT", s["tpot_s"]), ("TTFT", s["ttft_s"]))

@@ -1,14 +1,14 @@
 """Fit an engine profile to measurements (MODEL.md 4).
 
-Parameters: the engine terms of the input catalogue (`catalogue.ENGINE`: eta_F, eta_W, T_pass_fixed,
-t_layer, t_kernel, T_draft_fixed, T_step_fixed, sigma), one set shared by every training row, each
-squashed into its catalogue `fit` bounds by a sigmoid. Acceptance is the row's where given; otherwise one alpha per
-acceptance group, the one that matches the group's anchor row (as `validate` does; differentiable by
-the implicit function theorem). Loss: mean squared log error of the non-anchor speedups plus, where a
-row has them, of the measured step times (`t_base_s`, `t_sd_step_s`), each source weighted equally,
-minimised by optax's Adam (`scale_by_adam`) with a cosine-decayed step size. The bounds are physical:
-decode kernels reach 70-100% of HBM bandwidth and 30-100% of peak FLOP/s, so what the roofline misses
-beyond that must be overhead.
+Parameters: the engine terms of the input catalogue that have fitting bounds (`catalogue.ENGINE` rows
+with `fit`: eta_F, eta_W, T_pass_fixed, t_layer, t_kernel, T_draft_fixed, T_step_fixed, sigma today),
+one set shared by every training row, each squashed into its catalogue `fit` bounds by a sigmoid.
+Acceptance is the row's where given; otherwise one alpha per acceptance group, the one that matches the
+group's anchor row (as `validate` does; differentiable by the implicit function theorem). Loss: mean
+squared log error of the non-anchor speedups plus, where a row has them, of the measured step times
+(`t_base_s`, `t_sd_step_s`), each source weighted equally, minimised by optax's Adam (`scale_by_adam`)
+with a cosine-decayed step size. The bounds are physical: decode kernels reach 70-100% of HBM bandwidth
+and 30-100% of peak FLOP/s, so what the roofline misses beyond that must be overhead.
 
 Identifiability. A speedup is a ratio of times: scaling eta_F and eta_W by s and every overhead by
 1/s leaves every speedup unchanged, so without step times eta_W is held (at `hbm_efficiency`). After a
@@ -35,13 +35,24 @@ from ..errors import SpecError
 from ..inputs import engines, measured
 from . import validate
 
-FIELDS = tuple(catalogue.ENGINE)
-BOUNDS = {n: catalogue.INPUTS[n].fit for n in FIELDS}  # physical bounds of each calibrated parameter
-PRIORS = {"flops_efficiency": 0.7, "hbm_efficiency": 0.85, "fixed_overhead_s": 0.0, "layer_overhead_s": 0.0,
-          "kernel_overhead_s": 0.0, "draft_overhead_s": 0.0, "step_overhead_s": 0.0,
-          "non_overlap": 0.0}  # held values when not identified
-START = {"flops_efficiency": 0.7, "hbm_efficiency": 0.85, "fixed_overhead_s": 3e-4, "layer_overhead_s": 1e-5,
-         "kernel_overhead_s": 2e-6, "draft_overhead_s": 2e-4, "step_overhead_s": 5e-4, "non_overlap": 0.2}
+FIELDS = tuple(n for n in catalogue.ENGINE if n in catalogue.FIT)  # the engine terms with fitting bounds
+BOUNDS = {n: catalogue.FIT[n].fit for n in FIELDS}  # physical bounds of each calibrated parameter
+
+
+
+def _in_bounds(name, v):
+    lo, hi = BOUNDS[name]
+    return min(max(float(v), lo), hi)
+
+
+def _prior(row):
+    """Held when not identified: the row's prior, else the pure roofline's value (no overhead), in bounds."""
+    return row.prior if row.prior is not None else _in_bounds(row.name, engines.DEFAULTS.get(row.name, row.fit[0]))
+
+
+PRIORS = {n: _prior(catalogue.FIT[n]) for n in FIELDS}
+# where the fit starts: the row's start, else the middle of the bounds (0 in the sigmoid's coordinate)
+START = {n: catalogue.FIT[n].start if catalogue.FIT[n].start is not None else 0.5 * sum(BOUNDS[n]) for n in FIELDS}
 
 
 def split_series(names, holdout_fraction=0.3):
@@ -50,11 +61,6 @@ def split_series(names, holdout_fraction=0.3):
     if holdout_fraction > 0 and not held and len(names) > 1:
         held = {sorted(names)[0]}
     return [n for n in names if n not in held], [n for n in names if n in held]
-
-
-def _squash(u, name):
-    lo, hi = BOUNDS[name]
-    return lo + (hi - lo) * jax.nn.sigmoid(u)
 
 
 def _unsquash(v, name):
@@ -265,7 +271,9 @@ def fit(rows, *, name="calibrated", hbm_efficiency=0.85, holdout_fraction=0.3, s
         se, ratio, cond = identifiability(vals, identified, data, dtype)
     hist1 = np.concatenate(hists)
     held_names = tuple(n for n in FIELDS if n not in identified)
-    profile = engines.EngineProfile(slug=name, name=name, values={n: float(v) for n, v in vals.items()},
+    values = {**{n: float(engines.DEFAULTS[n]) for n in catalogue.ENGINE if n not in vals},
+              **{n: float(v) for n, v in vals.items()}}  # a term without fitting bounds: its default
+    profile = engines.EngineProfile(slug=name, name=name, values=values,
                                     fitted=identified, description=f"calibrated on {len(tr_rows)} rows")
     return Calibration(profile=profile, values=profile.values, identified=identified, held=held_names,
                        std_errors={**first_se, **se}, condition=first_cond, train_series=train, heldout_series=held_out,

@@ -206,7 +206,7 @@ def evaluate(rows, engine=None, profiles=None, mode="operator", dtype=jnp.float3
     source = np.array(["none"] * n, dtype=object)
     anchor = np.zeros(n, bool)
     s_pred = np.full(n, np.nan)
-    status = np.array(["invalid_input"] * n, dtype=object)
+    status = np.array([Point.INVALID_INPUT.label] * n, dtype=object)
     engine_used = np.array([""] * n, dtype=object)
     fixed = measured.engine_profile(engine) if isinstance(engine, str) else engine
     for per_rate in (False, True):  # rows per batch and rows per request rate: stacked and predicted apart

@@ -1,7 +1,9 @@
 """Engine outputs -> model inputs: acceptance per batch from metrics, logs and iteration stats, and
 measured speedups from pairs of benchmark results (`specjax ingest`).
 
-Formats (`FORMATS`, detected from the content when not given), following the engines' own code:
+Each format is one `Format` record in `REGISTRY` (name, engine, what it gives, detector, reader, help),
+detected from the content when not given; `specjax ingest --format` takes its choices and help from
+the registry, so a new format is one `register(Format(...))`. The formats, following the engines' own code:
 - `vllm-metrics`: Prometheus text of vLLM V1 (`vllm:spec_decode_num_drafts_total`,
   `..._num_draft_tokens_total`, `..._num_accepted_tokens_total`, `..._num_accepted_tokens_per_pos_total
   {position="i"}`, `vllm:num_requests_running`). One file is the totals since start; two files are two
@@ -29,6 +31,7 @@ import json
 import math
 import pathlib
 import re
+from typing import Protocol
 
 from ..errors import SpecError
 from ..cost.acceptance import conditional_rates as conditional
@@ -304,8 +307,26 @@ def _rate(path, line, r):
     return _num(path, line, r, "request_rate")
 
 
-def bench_results(path, fmt):
-    """`BenchResult`s of a vLLM (`vllm-bench`) or SGLang (`sglang-bench`) result file."""
+def _vllm_bench_acceptance(path, n, r):
+    """(accepted length, k) of a `vllm bench serve` result (k from the per-position rates, or from the
+    draft counts)."""
+    tau = _num(path, n, r, "spec_decode_acceptance_length", optional=True)
+    rates = r.get("spec_decode_per_position_acceptance_rates") or []
+    if not isinstance(rates, list):
+        raise _err(path, n, f"spec_decode_per_position_acceptance_rates = {rates!r}; expected a list")
+    k = len(rates) or None
+    if k is None and r.get("spec_decode_num_drafts"):
+        k = round(_num(path, n, r, "spec_decode_draft_tokens") / _num(path, n, r, "spec_decode_num_drafts"))
+    return tau, k
+
+
+def _sglang_bench_acceptance(path, n, r):
+    """(accepted length, None) of an SGLang `bench_serving` result (it carries no draft length)."""
+    return _num(path, n, r, "accept_length", optional=True), None
+
+
+def _results(path, fmt, acceptance_of):
+    """`BenchResult`s of one result file; `acceptance_of(path, line, result)` -> (accepted length, k)."""
     out = []
     for n, r in _json_records(path):
         if not isinstance(r, dict):
@@ -317,16 +338,7 @@ def bench_results(path, fmt):
         done = _num(path, n, r, "completed")
         if done <= 0:
             raise _err(path, n, "completed = 0; expected a result with finished requests")
-        if fmt == "vllm-bench":
-            tau = _num(path, n, r, "spec_decode_acceptance_length", optional=True)
-            rates = r.get("spec_decode_per_position_acceptance_rates") or []
-            if not isinstance(rates, list):
-                raise _err(path, n, f"spec_decode_per_position_acceptance_rates = {rates!r}; expected a list")
-            k = len(rates) or None
-            if k is None and r.get("spec_decode_num_drafts"):
-                k = round(_num(path, n, r, "spec_decode_draft_tokens") / _num(path, n, r, "spec_decode_num_drafts"))
-        else:
-            tau, k = _num(path, n, r, "accept_length", optional=True), None
+        tau, k = acceptance_of(path, n, r)
         conc = _num(path, n, r, "max_concurrency", optional=True)
         out.append(BenchResult(path=str(path), line=n, concurrency=conc,
                                qps=_rate(path, n, r), output_tok_s=_num(path, n, r, "output_throughput"),
@@ -335,6 +347,11 @@ def bench_results(path, fmt):
                                output_len=_num(path, n, r, "total_output_tokens") / done,
                                accepted_length=tau, k=k))
     return out
+
+
+def bench_results(path, fmt):
+    """`BenchResult`s of one file of a benchmark format (`vllm-bench`, `sglang-bench`)."""
+    return get(fmt).read([path])
 
 
 def pair_results(results):
@@ -364,7 +381,7 @@ def measurement_rows(pairs, fmt, target, hardware, drafter, draft=None, tp=1, k=
     """Rows of the measurement schema (`measured.COLUMNS` + engine, and the rate columns) from paired
     results: at a bounded concurrency and no request rate, a row per batch (batch = max_concurrency,
     speedup = output throughput ratio); at a request rate, a row per rate (TPOT ratio)."""
-    engine = FORMATS[fmt][0]
+    engine = get(fmt).engine
     rows = []
     for base, sd in pairs:
         kk = sd.k or k
@@ -387,7 +404,69 @@ def measurement_rows(pairs, fmt, target, hardware, drafter, draft=None, tp=1, k=
     return rows
 
 
-# ---- detection and dispatch -----------------------------------------------------------------------
+# ---- the format registry ---------------------------------------------------------------------------
+
+ACCEPTANCE = "acceptance"  # what a format gives: an acceptance summary per batch ...
+BENCH = "bench"            # ... or benchmark results, paired into measurement rows
+GIVES = {ACCEPTANCE: "acceptance per batch (tau, per-position rates, step time)",
+         BENCH: "measurement rows (each speculative result paired with its baseline)"}
+
+
+class Detector(Protocol):
+    def __call__(self, head: str) -> bool:
+        """Whether a file whose first 64 KB read `head` is in this format."""
+
+
+class Reader(Protocol):
+    def __call__(self, paths: list) -> list:
+        """`ACCEPTANCE`: [(file label, {batch: Totals})]; `BENCH`: [BenchResult] of every file."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Format:
+    """One ingest format.
+
+    Attributes:
+      name: the value of `--format` (and of the `format` column of an acceptance summary).
+      engine: the engine whose output it is (the `engine` column).
+      gives: `ACCEPTANCE` or `BENCH`.
+      detect: (the first 64 KB of a file, as text) -> whether the file is in this format. Formats are
+        tried in registration order; the first that accepts wins.
+      read: (paths) -> for `ACCEPTANCE`, [(file label, {batch: Totals})], one group per file or one for
+        all of them (two metric scrapes); for `BENCH`, [BenchResult] of every file.
+      help: one line for `--help`.
+    """
+
+    name: str
+    engine: str
+    gives: str
+    detect: Detector
+    read: Reader
+    help: str
+
+
+REGISTRY = {}
+
+
+def register(fmt):
+    """Add an ingest format (replacing one of the same name); returns it."""
+    if fmt.gives not in GIVES:
+        raise ValueError(f"Format {fmt.name!r}: gives={fmt.gives!r}; expected one of {', '.join(GIVES)}")
+    REGISTRY[fmt.name] = fmt
+    return fmt
+
+
+def get(name):
+    """The record of format `name`, or a `SpecError` listing the formats."""
+    if name not in REGISTRY:
+        raise SpecError(f"format {name!r}; expected one of {', '.join(REGISTRY)}")
+    return REGISTRY[name]
+
+
+def per_file(reader):
+    """An `ACCEPTANCE` reader from a reader of one file (path -> {batch: Totals}): one group per file."""
+    return lambda paths: [(str(p), reader(p)) for p in paths]
+
 
 def _head(path):
     try:
@@ -400,40 +479,48 @@ def _head(path):
 def detect(path):
     """The format of a file from its first 64 KB, or an error listing the formats."""
     head = _head(path)
-    if "vllm:spec_decode_num_drafts" in head or "# TYPE vllm:" in head:
-        return "vllm-metrics"
-    if "SpecDecoding metrics:" in head:
-        return "vllm-log"
-    if "Decode batch. #running-req" in head:
-        return "sglang-log"
-    if "specDecodingStats" in head:
-        return "trtllm-stats"
-    if "mean_tpot_ms" in head:
-        return "sglang-bench" if "mean_e2e_latency_ms" in head or "accept_length" in head else "vllm-bench"
-    raise SpecError(f"{path}: cannot tell the format; give --format {' | '.join(FORMATS)}")
+    found = next((f.name for f in REGISTRY.values() if f.detect(head)), None)
+    if found is None:
+        raise SpecError(f"{path}: cannot tell the format; give --format {' | '.join(REGISTRY)}")
+    return found
 
 
-FORMATS = {  # name -> (engine, kind): kind "acceptance" (per batch) or "bench" (pairs of results)
-    "vllm-metrics": ("vllm", "acceptance"), "vllm-log": ("vllm", "acceptance"), "vllm-bench": ("vllm", "bench"),
-    "sglang-bench": ("sglang", "bench"), "sglang-log": ("sglang", "acceptance"),
-    "trtllm-stats": ("trtllm", "acceptance"),
-}
-_READERS = {"vllm-log": vllm_log, "sglang-log": sglang_log, "trtllm-stats": trtllm_stats}
+def _sglang_bench(head):
+    return "mean_tpot_ms" in head and ("mean_e2e_latency_ms" in head or "accept_length" in head)
+
+
+def _bench(name, acceptance_of):
+    return lambda paths: [r for p in paths for r in _results(p, name, acceptance_of)]
+
+
+register(Format("vllm-metrics", "vllm", ACCEPTANCE,
+                lambda head: "vllm:spec_decode_num_drafts" in head or "# TYPE vllm:" in head,
+                lambda paths: [(", ".join(map(str, paths)), vllm_metrics(paths))],
+                "vLLM Prometheus scrape (one: totals; two: their difference)"))
+register(Format("vllm-log", "vllm", ACCEPTANCE, lambda head: "SpecDecoding metrics:" in head, per_file(vllm_log),
+                "vLLM V1 log (SpecDecoding metrics lines)"))
+register(Format("sglang-log", "sglang", ACCEPTANCE, lambda head: "Decode batch. #running-req" in head,
+                per_file(sglang_log), "SGLang decode log lines (accept len)"))
+register(Format("trtllm-stats", "trtllm", ACCEPTANCE, lambda head: "specDecodingStats" in head,
+                per_file(trtllm_stats), "TensorRT-LLM iteration stats (JSON)"))
+register(Format("vllm-bench", "vllm", BENCH, lambda head: "mean_tpot_ms" in head and not _sglang_bench(head),
+                _bench("vllm-bench", _vllm_bench_acceptance), "vllm bench serve --save-result JSON"))
+register(Format("sglang-bench", "sglang", BENCH, _sglang_bench,
+                _bench("sglang-bench", _sglang_bench_acceptance), "SGLang bench_serving results (JSON lines)"))
 
 
 def acceptance(paths, fmt):
-    """Acceptance summary rows (one per file and batch) of log, stats or metrics files."""
+    """Acceptance summary rows (one per file and batch) of files of an `ACCEPTANCE` format."""
+    form = get(fmt)
+    if form.gives != ACCEPTANCE:
+        raise SpecError(f"{fmt} gives {GIVES[form.gives]}, not acceptance per batch")
     rows = []
-    if fmt == "vllm-metrics":
-        groups = [(", ".join(map(str, paths)), vllm_metrics(paths))]
-    else:
-        groups = [(str(p), _READERS[fmt](p)) for p in paths]
-    for name, by_batch in groups:
+    for name, by_batch in form.read(paths):
         for b in sorted(by_batch, key=lambda x: -1 if x is None else x):
             row = by_batch[b].row()
             if row["accepted_length"] is None:
                 continue
-            rows.append(dict(file=name, format=fmt, engine=FORMATS[fmt][0], batch=b, **row))
+            rows.append(dict(file=name, format=fmt, engine=form.engine, batch=b, **row))
     if not rows:
         raise SpecError(f"{', '.join(map(str, paths))}: no speculative-decoding samples ({fmt})")
     return rows

@@ -2,29 +2,27 @@
 
 `speedup_grid` evaluates `speculative.step` over batches, `optimal_k_grid` the optax k* search,
 `roofline_points` the per-operator roofline times of `roofline.operator_times` (non-overlap and
-efficiencies included), each returned as a polars DataFrame that `plots` draws.
+efficiencies included), each through a compiled kernel of `engine.curve_kernels`, and `serving_grid`
+`api.serve`; each returns a polars DataFrame that `plots` draws.
 """
 
 import pathlib
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import polars as pl
 
-from ..search.optimize import search
-from ..cost.roofline import OPERATORS, operator_times
-from ..cost.speculative import step
+from ..cost.roofline import OPERATORS
 from ..cost.status import Point
+from ..engine import curve_kernels
 
 
 def speedup_grid(scenarios, batches):
     """Evaluate `{label: Scenario}` over `batches` into the columns `speedup_figure` reads."""
     frames = []
     for label, sc in scenarios.items():
-        hw, deploy, tgt, dr, dec = sc.build()
         b = np.asarray(batches, np.float32)
-        r = jax.jit(jax.vmap(lambda x: step(hw, deploy, tgt, dr, dec.replace(batch=x))))(b)
+        r = curve_kernels.speedup_over_batch(*sc.build(), b)
         frames.append(pl.DataFrame(dict(hardware=[pathlib.Path(sc.hardware).stem] * len(b), pair=[label] * len(b),
                                         batch_seqs=b, speedup=np.asarray(r.speedup),
                                         status=list(Point.decode(np.asarray(r.status))))))
@@ -34,15 +32,8 @@ def speedup_grid(scenarios, batches):
 def optimal_k_grid(scenario, alphas, batches, k_max=16):
     """k* (optax search) over alphas x batches for one `Scenario`; k* and its speedup are null where the
     batch does not fit in memory with the drafter (`status`), as in `api.optimize`."""
-    hw, deploy, tgt, dr, dec = scenario.build()
     a, b = np.meshgrid(np.asarray(alphas, np.float32), np.asarray(batches, np.float32), indexing="ij")
-
-    def one(x, y):
-        d = dec.replace(alpha=x, batch=y)
-        o = search(hw, deploy, tgt, dr, d, k_max)
-        return o, step(hw, deploy, tgt, dr, d.replace(k=jnp.maximum(o.k_star, 1.0))).status
-
-    o, status = jax.jit(jax.vmap(one))(a.ravel(), b.ravel())
+    o, status = curve_kernels.optimal_k(*scenario.build(), a.ravel(), b.ravel(), k_max)
     ok = np.asarray(status) == int(Point.OK)
     return pl.DataFrame(dict(alpha=a.ravel(), batch=b.ravel(),
                              k_star=pl.Series(np.asarray(o.k_star)).set(pl.Series(~ok), None),
@@ -53,24 +44,27 @@ def optimal_k_grid(scenario, alphas, batches, k_max=16):
 def roofline_points(hw, deploy, model, batches, k, context):
     """Each operator of the decode (q = 1) and verify (q = k+1) passes at each batch: intensity,
     achieved FLOP/s (FLOPs / the kernel's operator time) and the bound. Returns a DataFrame."""
+    passes = []
+    for q, kind in ((1.0, "decode"), (k + 1.0, "verify")):
+        times = curve_kernels.operators_over_batch(hw, deploy, model, jnp.asarray(np.asarray(batches, float)),
+                                                   jnp.asarray(q), jnp.asarray(float(context)))
+        passes.append((kind, *(np.asarray(x, float) for x in times)))  # each (operators, batches)
     rows = []
-    for b in batches:
-        for q, kind in ((1.0, "decode"), (k + 1.0, "verify")):
-            flops, nbytes, t_math, t_mem, t = operator_times(hw, deploy, model, jnp.asarray(float(b)),
-                                                             jnp.asarray(q), jnp.asarray(float(context)))
-            for name, fl, by, tm, tw, to in zip(OPERATORS, flops, nbytes, t_math, t_mem, t):
-                fl, by = float(fl), float(by)
-                if fl > 0 and by > 0:
-                    rows.append(dict(batch=float(b), pass_kind=kind, operator=name, intensity=fl / by,
-                                     achieved_flops_per_s=fl / float(to),
-                                     bound="compute" if float(tm) > float(tw) else "memory"))
+    for i, b in enumerate(batches):
+        for kind, flops, nbytes, t_math, t_mem, t in passes:
+            for j, name in enumerate(OPERATORS):
+                if flops[j, i] > 0 and nbytes[j, i] > 0:
+                    rows.append(dict(batch=float(b), pass_kind=kind, operator=name,
+                                     intensity=float(flops[j, i] / nbytes[j, i]),
+                                     achieved_flops_per_s=float(flops[j, i] / t[j, i]),
+                                     bound="compute" if t_math[j, i] > t_mem[j, i] else "memory"))
     return pl.DataFrame(rows)
 
 
 def serving_grid(scenarios, points=41):
     """`api.serve` for each `{label: Scenario}` (with a load) on `points` rates from 1% to 120% of the
     larger sustainable rate: (rows with label, qps, both sides' TPOT and batch, the ratio and the status;
-    {label: switch_off_qps, max_qps_base, max_qps_sd})."""
+    {label: switch_off_qps, max_qps_base, max_qps_sd, curve_status})."""
     from .. import api
 
     frames, marks = [], {}

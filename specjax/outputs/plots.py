@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 from matplotlib.figure import Figure
 
+from ..cost.status import Curve, Point, Serving
 from . import io
 
 OKABE_ITO = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
@@ -55,7 +56,8 @@ def save(fig, out):
 LINESTYLES = ["-", "--", "-.", ":"]
 SIZES = [340, 190, 105, 55, 24]  # roofline markers: operators sharing an intensity stay visible as rings
 LABELS = {"alpha": "alpha", "k_tokens": "k", "context_tokens": "context", "hardware": "hw", "pair": ""}
-STATUS_COLOURS = {"helps_throughout": "#009E73", "never_helps": "#D55E00", "helps_with_dips": "#56B4E9"}
+STATUS_COLOURS = {Curve.HELPS_THROUGHOUT.label: "#009E73", Curve.NEVER_HELPS.label: "#D55E00",
+                  Curve.HELPS_WITH_DIPS.label: "#56B4E9"}  # curves without a switch-off batch
 
 
 def crossings(batch, speedup):
@@ -112,7 +114,7 @@ def speedup_figure(df, title="Speculative-decoding speedup vs batch"):
             label = _label(key, series_keys) or "speedup"
             color, ls = OKABE_ITO[j % len(OKABE_ITO)], LINESTYLES[(j // len(OKABE_ITO)) % len(LINESTYLES)]
             b, s = g["batch_seqs"].to_numpy(), g["speedup"].to_numpy()
-            feasible = g["status"].cast(pl.String).to_numpy() == "ok"
+            feasible = g["status"].cast(pl.String).to_numpy() == Point.OK.label
             b_off, first, dips = crossings(b, s)
             tag = (f"B_off = {b_off:,.0f}" if b_off else f"S >= 1 up to {b.max():,.0f}" if first is None
                    else f"no B_off up to {b.max():,.0f}")
@@ -234,7 +236,7 @@ def switch_off_by_pair_figure(df, bars="k_tokens", bound=None, order=None,
             pos = {lay: i for i, lay in enumerate(layouts)}
             for lay, b, st in sub.select("_layout", "crossover_batch", "status").iter_rows():
                 x = pos[lay] - 0.4 + width * (j + 0.5)
-                if st == "helps_throughout":
+                if st == Curve.HELPS_THROUGHOUT.label:
                     ax.bar(x, top, width, color="none", edgecolor=OKABE_ITO[j % 8], hatch="///", lw=0.8)
                 elif b is not None and np.isfinite(b):
                     ax.bar(x, b, width, color=OKABE_ITO[j % 8])
@@ -386,11 +388,9 @@ def serving_figure(df, marks, title="Serving load: TPOT and batch vs request rat
         color, m = OKABE_ITO[j % len(OKABE_ITO)], marks[label]
         q = g["qps"].to_numpy()
         status = g["status"].to_numpy()
-        ok_base = ~np.isin(status, ("base_saturated", "both_saturated"))
-        ok_sd = ~np.isin(status, ("sd_saturated", "both_saturated", "sd_does_not_fit"))
+        ok_base, ok_sd = (np.isin(status, [s.label for s in Serving if s.sustains(sd)]) for sd in (False, True))
         off = m["switch_off_qps"]
-        tag = f"switch-off {off:.3g} req/s" if off else {"helps_throughout": "pays at every sustainable rate",
-                                                          "never_helps": "never pays"}.get(m["curve_status"], "")
+        tag = f"switch-off {off:.3g} req/s" if off else Curve.of(m["curve_status"]).text("tag")
         for ax, base, sd, scale in ((top, "tpot_base_s", "tpot_sd_s", 1e3), (bottom, "batch_base", "batch_sd", 1.0)):
             if not shared or j == 0:
                 ax.plot(q, np.where(ok_base, g[base].to_numpy() * scale, np.nan), color="black" if shared else color,

@@ -18,6 +18,8 @@ import polars as pl
 from ..inputs import engines
 from ..inputs import hardware as _hw
 from .. import catalogue
+from ..cost.status import Curve, Serving
+from ..search import crossover, serving
 from . import io, plots, summary
 from ..inputs import models
 
@@ -109,8 +111,8 @@ MAX_SERIES = 8  # lines per serving figure (one colour each); more are split by 
 def serving_figures(df, out_dir):
     """TPOT and batch vs request rate for a `serve` sweep, per (hardware, pair): one line pair per
     combination of the other varying axes, at most `MAX_SERIES` per figure; the switch-off rate is the
-    grid's last crossing of the TPOT ratio (`plots.crossings`), a rate only speculation cannot sustain
-    counting as not paying (`serving.pays`)."""
+    grid's last crossing of the TPOT ratio as the rate search counts it (`serving.paying_ratio`: a rate
+    only speculation cannot sustain does not pay), interpolated by `plots.crossings`."""
     out = []
     axes = [i.column for i in catalogue.AXES.values() if i.column in df.columns and i.column != "qps_req_s"
             and df[i.column].n_unique() > 1]
@@ -122,13 +124,14 @@ def serving_figures(df, out_dir):
             for sk, sg in (part.group_by(series, maintain_order=True) if series else [((), part)]):
                 label = ", ".join(f"{plots.LABELS.get(a, a)}={v:g}" for a, v in zip(series, sk)) or p
                 sg = sg.sort("qps_req_s")
-                # as `serving.pays`: a side that saturates alone loses, whatever its TPOT ratio at capacity
-                status = sg["status"].cast(pl.String).to_numpy()
-                gap = np.where(status == "sd_saturated", 0.0, np.where(status == "base_saturated", 2.0,
-                                                                       sg["speedup_tpot"].to_numpy()))
-                off, _, _ = plots.crossings(sg["qps_req_s"].to_numpy(), gap)
-                marks[label] = dict(switch_off_qps=off, max_qps_base=None, max_qps_sd=None,
-                                    curve_status="stops_paying" if off else "helps_throughout")
+                # the ratio as the search counts it: a side that saturates alone loses, whatever its TPOT ratio
+                status = [Serving.of(n) for n in sg["status"].cast(pl.String)]
+                ratio = serving.paying_ratio(np.array([s.sustains(False) for s in status]),
+                                             np.array([s.sustains(True) for s in status]),
+                                             sg["speedup_tpot"].to_numpy())
+                off, _, _ = plots.crossings(sg["qps_req_s"].to_numpy(), np.asarray(ratio))
+                curve = Curve(int(crossover.curve_status(crossover.below(ratio < 1.0))))
+                marks[label] = dict(switch_off_qps=off, max_qps_base=None, max_qps_sd=None, curve_status=curve.label)
                 frames.append(sg.select(pl.col("qps_req_s").alias("qps"), "tpot_base_s", "tpot_sd_s", "batch_base",
                                         "batch_sd", "speedup_tpot", pl.col("status").cast(pl.String))
                               .with_columns(pl.lit(label).alias("label")))
@@ -153,9 +156,7 @@ def write(spec, data_dir, out):
         p = engines.load(spec.engine).apply(_hw.load(h))  # the terms the sweep ran with (engine applied)
         hw_rows.append(dict(hardware=p.slug, name=p.name, bf16_tflops=p.flops_per_s.get("bf16", 0) / 1e12,
                             hbm_tb_s=p.hbm_bytes_per_s / 1e12, hbm_gb=p.hbm_bytes / 1e9, engine=spec.engine,
-                            flops_efficiency=p.flops_efficiency, hbm_efficiency=p.hbm_efficiency,
-                            fixed_overhead_s=p.fixed_overhead_s, layer_overhead_s=p.layer_overhead_s,
-                            step_overhead_s=p.step_overhead_s, source=p.source))
+                            **{n: getattr(p, n) for n in catalogue.ENGINE}, source=p.source))  # every engine term
     model_rows = []
     for pair in spec.pairs:
         for role, slug in (("target", pair.target), ("draft", pair.draft)):
@@ -182,8 +183,9 @@ def write(spec, data_dir, out):
     parts += ["<h2>Assumptions</h2><h3>Hardware</h3>", _table(pl.DataFrame(hw_rows)), "<h3>Models</h3>",
               _table(pl.DataFrame(model_rows)),
               "<p>Roofline (MODEL.md): per-operator max(FLOPs / peak, bytes / bandwidth) scaled by the engine "
-              "profile's achieved fractions, plus its per-pass, per-layer, per-draft-pass and per-step overheads "
-              "(MODEL.md 1.2; all 0 for engine = roofline); uniform MoE routing; i.i.d. acceptance; two ring "
+              "profile's achieved fractions, plus its overheads ("
+              + "; ".join(i.unit for i in catalogue.OVERHEADS.values()) + "; MODEL.md 1.2; all 0 for engine = "
+              "roofline); uniform MoE routing; i.i.d. acceptance; two ring "
               "all-reduces per layer under tensor parallelism; memory budget 0.9 x HBM unless the spec says "
               "otherwise.</p>",
               "<h3>Sweep spec</h3>", f"<pre>{html.escape(spec.text)}</pre>", "<h3>Versions</h3>",

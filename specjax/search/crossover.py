@@ -57,8 +57,23 @@ def speedup_at(hw, deploy, target, draft, dec, batch):
     return step(hw, deploy, target, draft, dec.replace(batch=batch)).speedup
 
 
+class Below(NamedTuple):
+    """Where a curve is below 1, as `curve_status` reads it (a `SignChanges` has the same flags)."""
+
+    below_first: bool
+    below_last: bool
+    any_below: bool
+    all_below: bool
+
+
+def below(samples_below):
+    """`Below` of a sampled curve: `samples_below` (bool, in order of batch or rate) says where S < 1."""
+    b = jnp.asarray(samples_below)
+    return Below(below_first=b[0], below_last=b[-1], any_below=b.any(), all_below=b.all())
+
+
 def curve_status(c):
-    """The `status.Curve` code of a `SignChanges` of S - 1."""
+    """The `status.Curve` code of a `SignChanges` of S - 1 (or of the `Below` of a sampled curve)."""
     return jnp.where(c.all_below, code(Curve.NEVER_HELPS),
                      jnp.where(~c.any_below, code(Curve.HELPS_THROUGHOUT),
                                jnp.where(c.below_first, code(Curve.HURTS_AT_SMALL_BATCH),

@@ -215,11 +215,18 @@ def capacities(hw, deploy, target, draft, dec, model=None):
     return lam[0], lam[1]
 
 
+def paying_ratio(base_sustains, sd_sustains, speedup_tpot):
+    """The TPOT ratio as it counts for paying: 0 where only plain decoding sustains the rate
+    (speculation's queue grows without bound), 2 where only speculation does, else the ratio.
+    Elementwise; also on a sweep's columns (the report, from each row's `status.Serving`)."""
+    one_sided = base_sustains != sd_sustains
+    return jnp.where(one_sided, jnp.where(sd_sustains, 2.0, 0.0), speedup_tpot)
+
+
 def pays(served):
-    """g(lambda) whose sign says whether speculation lowers TPOT at the rate: ratio - 1, except that a
-    side which saturates where the other does not loses (its queue grows without bound)."""
-    one_sided = served.base.saturated != served.sd.saturated
-    return jnp.where(one_sided, jnp.where(served.sd.saturated, -1.0, 1.0), served.speedup_tpot - 1.0)
+    """g(lambda) whose sign says whether speculation lowers TPOT at the rate: `paying_ratio` - 1 (a side
+    which saturates where the other does not loses)."""
+    return paying_ratio(~served.base.saturated, ~served.sd.saturated, served.speedup_tpot) - 1.0
 
 
 class RateCurve(NamedTuple):
