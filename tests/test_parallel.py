@@ -118,7 +118,7 @@ def test_ep_1_dp_1_reproduce_the_pure_tp_release_exactly(case):
     kw, want = RELEASE_1[case]
     kw = dict(dict(hardware="h200"), **kw)
     for batch, (s, t_sd, mb) in zip((1.0, 37.0, 512.0), want):
-        sc = Scenario(engine="roofline", **kw, ep=1, dp_attention=1, batch=batch, k=3, alpha=0.7, context=4096)
+        sc = Scenario(**{"engine": "roofline", **kw}, ep=1, dp_attention=1, batch=batch, k=3, alpha=0.7, context=4096)
         r = step(*sc.build(F64))
         assert float(r.speedup) == s and float(r.t_sd_step_s) == t_sd and float(r.max_batch_sd) == mb
 

@@ -22,9 +22,10 @@ def sweep_frame(spec, arrays, n):
     df = df.with_columns(pl.Series("status", status_type.decode(np.asarray(arrays["status_code"])[:n]),
                                    dtype=status_enum(status_type)))
     real = next(df[c].dtype for c in df.columns if df[c].dtype in (pl.Float32, pl.Float64))
-    for key, v in spec.fixed.items():
-        if key in catalogue.INPUTS and catalogue.column(key) not in df.columns:
-            df = df.with_columns(pl.lit(float(v), real).alias(catalogue.column(key)))
+    for key, v in spec.fixed.items():  # a fixed number is a column too (names, dtypes and vectors have none)
+        column = catalogue.INPUTS[key].column
+        if column and column not in df.columns:
+            df = df.with_columns(pl.lit(float(v), real).alias(column))
     inputs = [i.column for i in catalogue.INPUTS.values() if i.column in df.columns]
     rest = [c for c in df.columns if c not in inputs and c not in ("valid", "status")]
     return df.select(inputs + rest + ["valid", "status"])
