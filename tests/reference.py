@@ -203,19 +203,23 @@ def max_batch(hw, models, tokens, tp=1.0, u=0.9, layouts=None):
     return 0.0 if free <= 0 else math.floor(free / per)
 
 
-def prefill_per_token(m, hw, input_len, lay=None):
-    """MODEL.md 6's c_p: the FLOPs of a pass over the L_in prompt tokens of one sequence at context
-    L_in / 2, at the achieved FLOP/s, per prompt token (0 for a model without weights)."""
+def prefill_per_token(m, hw, input_len, lay=None, chunk=2048.0):
+    """MODEL.md 1.2's c_p: a prompt token's FLOPs (a pass over the L_in prompt tokens of one sequence at
+    context L_in / 2, per token) at eta_P F, or its chunk's bytes (min(L_in, chunk) tokens) over the
+    chunk's tokens at eta_W W, whichever is longer (0 for a model without weights)."""
     if m["p_dense"] + m["p_head"] + m["p_expert"] == 0:
         return 0.0
-    flops = sum(f for f, _ in pass_ops(m, 1.0, input_len, input_len / 2, 0.0, lay))
-    return flops / (hw["flops_per_s"] * hw["flops_efficiency"]) / input_len
+    flops = sum(f for f, _ in pass_ops(m, 1.0, input_len, input_len / 2, 0.0, lay)) / input_len
+    n_c = min(input_len, chunk)
+    nbytes = sum(w for _, w in pass_ops(m, 1.0, n_c, input_len / 2, 0.0, lay)) / n_c
+    return max(flops / (hw["flops_per_s"] * hw.get("prefill_efficiency", 1.0)),
+               nbytes / (hw["hbm_bytes_per_s"] * hw["hbm_efficiency"]))
 
 
 def serve_side(t_of, tau_, c_p, input_len, output_len, cap, qps, chunk=2048.0):
     """One side of MODEL.md 6 by a different route than the kernel: bisection of
     f(B) = B - qps N T(B), T(B) = t(max(B, 1)) / (1 - qps L_in c_p), in linear B on [0, cap].
-    Returns (batch, T, tpot, ttft, saturated)."""
+    Returns (batch, T, tpot, ttft, saturated); TTFT = T / 2 + ceil(L_in / chunk) T + L_in c_p."""
     share = 1.0 - qps * input_len * c_p
     n = output_len / tau_
 

@@ -178,6 +178,8 @@ _ALL = (
        fit=(0.0, 5e-3), engine="overhead"),
     _i("non_overlap", "hw", "non_overlap", 0, 1, "0 roofline, 1 sum of math and memory", profile=True,
        fit=(0.0, 1.0), engine="efficiency"),
+    _i("prefill_efficiency", "hw", "prefill_efficiency", 0, 1, "achieved / peak FLOP/s of prefill (eta_P)",
+       profile=True, fit=(0.2, 1.0), lo_open=True, engine="efficiency"),
     # the target's shape
     _i("n_experts", "target", "n_experts", 1, 1e6, "routed experts E"),
     _i("top_k", "target", "top_k", 1, 1e6, "experts per token r"),

@@ -42,6 +42,9 @@ class Hardware:
         bookkeeping). The last five are engine terms: an engine profile sets them with eta_F, eta_W.
       non_overlap: sigma in [0, 1]; an operator takes max(t_math, t_mem) + sigma min(t_math, t_mem):
         0 is the roofline of MODEL.md (perfect overlap), 1 the scaling book's upper bound (sum).
+      prefill_efficiency: eta_P, the achieved fraction of `flops_per_s` of prefill (its own: prefill GEMMs
+        are large and run nearer peak than decode); what a prompt token's FLOPs run at (MODEL.md 1.2,
+        `cost.prefill`). 1 in the pure roofline; no per-batch step uses it.
       roofline: static; "operator" (max per operator, summed) or "pass" (one max per pass).
     """
 
@@ -61,6 +64,7 @@ class Hardware:
     draft_overhead_s: float = 0.0
     step_overhead_s: float = 0.0
     non_overlap: float = 0.0
+    prefill_efficiency: float = 1.0
     roofline: str = static("operator")
 
     def __post_init__(self):

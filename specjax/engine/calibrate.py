@@ -39,9 +39,11 @@ FIELDS = tuple(catalogue.ENGINE)
 BOUNDS = {n: catalogue.INPUTS[n].fit for n in FIELDS}  # physical bounds of each calibrated parameter
 PRIORS = {"flops_efficiency": 0.7, "hbm_efficiency": 0.85, "fixed_overhead_s": 0.0, "layer_overhead_s": 0.0,
           "kernel_overhead_s": 0.0, "draft_overhead_s": 0.0, "step_overhead_s": 0.0,
-          "non_overlap": 0.0}  # held values when not identified
+          "non_overlap": 0.0, "prefill_efficiency": 1.0}  # held values when not identified
 START = {"flops_efficiency": 0.7, "hbm_efficiency": 0.85, "fixed_overhead_s": 3e-4, "layer_overhead_s": 1e-5,
-         "kernel_overhead_s": 2e-6, "draft_overhead_s": 2e-4, "step_overhead_s": 5e-4, "non_overlap": 0.2}
+         "kernel_overhead_s": 2e-6, "draft_overhead_s": 2e-4, "step_overhead_s": 5e-4, "non_overlap": 0.2,
+         "prefill_efficiency": 0.6}
+SERVING_ONLY = ("prefill_efficiency",)  # no step time or speedup at a batch depends on them: held unless asked
 
 
 def split_series(names, holdout_fraction=0.3):
@@ -224,10 +226,12 @@ class Calibration:
 
 
 def fit(rows, *, name="calibrated", hbm_efficiency=0.85, holdout_fraction=0.3, steps=1500, learning_rate=0.05,
-        dtype=jnp.float32, train_series=None, fields=FIELDS, progress=None, prior=None):
+        dtype=jnp.float32, train_series=None, fields=tuple(f for f in FIELDS if f not in SERVING_ONLY),
+        progress=None, prior=None):
     """Calibrate one engine profile on the training series of `rows`; returns a `Calibration`.
 
-    `fields`: the engine terms that may be fitted (the data decides which are identified).
+    `fields`: the engine terms that may be fitted (the data decides which are identified); by default all
+    but `SERVING_ONLY` (eta_P: only prefill uses it, and the rows calibration reads are steps at a batch).
     `prior`: values to start from and to hold the unidentified terms at (default `PRIORS`), e.g. a
     profile pooled over every engine, so that an engine's own data refines what it identifies.
     `progress`: callable(stage, done, total, loss) or None."""
