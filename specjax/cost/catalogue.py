@@ -128,6 +128,8 @@ _ALL = (
        fixed=True),
     # the serving load (MODEL.md 6): inputs of the serving reductions and `specjax serve`
     _i("qps", "load", "qps", 0, 1e7, "requests/s", "qps_req_s", fixed=True, sensitivity=False, lo_open=True),
+    _i("concurrency", "load", "concurrency", 1, 1e8, "clients of a closed loop (requests in flight)",
+       "concurrency_reqs", fixed=True, sensitivity=False, integer=True),
     _i("input_len", "load", "input_len", 1, 1e7, "prompt tokens per request", "input_len_tokens", fixed=True,
        sensitivity=False),
     _i("output_len", "load", "output_len", 1, 1e7, "output tokens per request", "output_len_tokens", fixed=True,

@@ -256,6 +256,8 @@ class Load:
       max_num_seqs: the engine's batch cap (vLLM `max_num_seqs`); the memory-feasible batch caps it too.
       chunk_tokens: prompt tokens one iteration prefills (vLLM `max_num_batched_tokens`): a prompt
         takes ceil(L_in / chunk_tokens) iterations before its first token.
+      concurrency: N, the clients of a closed loop (MODEL.md 6.1: each sends its next request when its
+        last one ends; `search.concurrency`); the open-loop functions read `qps` instead.
     """
 
     qps: float
@@ -263,6 +265,7 @@ class Load:
     output_len: float
     max_num_seqs: float = 256.0
     chunk_tokens: float = 2048.0
+    concurrency: float = 1.0
 
     @property
     def decode_context(self):

@@ -103,6 +103,7 @@ class Scenario:
     output_len: float | None = None
     max_num_seqs: int | None = None
     chunk_tokens: int | None = None
+    concurrency: float | None = None
     source: str | None = None
 
     def __post_init__(self):
