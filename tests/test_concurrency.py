@@ -258,3 +258,44 @@ def test_api_and_cli_concurrency(capsys):
             main(args + extra)
         err = capsys.readouterr().err
         assert e.value.code == 2 and msg in err and len(err.strip().splitlines()) == 1, err
+
+
+SPEC = """
+name = "closed_tiny"
+hardware = ["h100-sxm"]
+engine = "vllm"
+[[pairs]]
+target = "llama-3-70b"
+drafter = "model"
+draft = "qwama-0.5b"
+tp = 4
+draft_tp = 1
+[fixed]
+k = 4
+alpha = 0.7
+input_len = 256
+output_len = 256
+{extra}
+[axes]
+{axes}
+[reduce]
+kind = "serve_concurrency"
+"""
+
+
+def test_serve_concurrency_sweep_matches_the_api(tmp_path):
+    from specjax.engine import sweep
+    from specjax.errors import SpecError
+    from specjax.inputs import spec
+    from specjax.outputs import io
+
+    sweep.run(spec.from_text(SPEC.format(extra="", axes="concurrency = [1, 64, 1000]"), "c.toml"), tmp_path / "a")
+    df = io.read_results(tmp_path / "a").collect().sort("concurrency_reqs")
+    want = api.serve_concurrency(Scenario(**BLOG), [1, 64, 1000])["points"]
+    assert df.height == 3 and df["status"].to_list() == [p["status"] for p in want]
+    for row, p in zip(df.iter_rows(named=True), want):
+        for key in ("request_throughput_sd_req_s", "batch_base", "tpot_sd_s", "ttft_base_s", "queue_sd_s",
+                    "ratio_e2e"):
+            assert row[key] == pytest.approx(p[key], rel=1e-5, abs=1e-9), key
+    with pytest.raises(SpecError, match="give concurrency in"):
+        spec.from_text(SPEC.format(extra="", axes="output_len = [128]").replace("output_len = 256\n", ""), "c.toml")
