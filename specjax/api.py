@@ -13,12 +13,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .search import concurrency as _concurrency
 from .search import crossover as _crossover
 from .search import optimize as _optimize
 from .search import sensitivity as _sensitivity
 from .search import serving as _serving
 from .cost.speculative import step
-from .cost.status import Curve, Point, Serving
+from .cost.status import Closed, Curve, Point, Serving
 
 
 def finite_or_none(x):
@@ -254,6 +255,39 @@ def serve(scenario, qps=None, tpot_slo=None, ttft_slo=None, sensitivity=False, d
         clean = lambda d: {k: finite_or_none(v) for k, v in d.items()}  # noqa: E731
         out["elasticities"] = dict(sorted(clean(elast).items(), key=lambda kv: -abs(kv[1] or 0.0)))
         out["derivatives"] = clean(deriv)
+    out["inputs"] = {**{k: v for k, v in inputs(scenario).items() if k != "batch"}, **serve_inputs(scenario)}
+    return out
+
+
+@jax.jit
+def _closed(hw, deploy, tgt, draft, dec, ns):
+    m = _serving.sides(hw, deploy, tgt, draft, dec)
+    per = jax.vmap(lambda n: _concurrency.closed(hw, deploy, tgt, draft, dec, n, model=m))(ns)
+    return per, _concurrency.concurrency_curve(hw, deploy, tgt, draft, dec, batched=True)
+
+
+def serve_concurrency(scenario, concurrency, dtype=None):
+    """The closed loop of MODEL.md 6.1 for a `Scenario` with input/output lengths: per concurrency N (clients
+    each sending its next request when its last one ends) both sides' request throughput, decode batch,
+    prompt tokens per iteration, ITL, TPOT, TTFT, E2E, output throughput and queue wait, the ratios at equal
+    N and per-side status (`queued`: N exceeds what the engine holds at its batch cap); over N the
+    concurrency where speculation stops lowering E2E (`switch_off_concurrency`) and each side's capacity."""
+    hw, deploy, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
+    ns = np.asarray(concurrency, dtype=np.asarray(dec.alpha).dtype).reshape(-1)
+    per, curve = _closed(hw, deploy, tgt, draft, dec, ns)
+    rows = []
+    for i in range(ns.shape[0]):
+        st = Closed(int(per.status[i]))
+        row = {"concurrency": finite_or_none(per.concurrency[i]),
+               **{k: finite_or_none(v[i]) for k, v in _concurrency.side_columns(per).items()}}
+        row.update(speedup_tpot=finite_or_none(per.speedup_tpot[i]), ratio_e2e=finite_or_none(per.ratio_e2e[i]),
+                   ratio_ttft=finite_or_none(per.ratio_ttft[i]),
+                   prefill_bound_base=bool(per.base.prefill_bound[i]), prefill_bound_sd=bool(per.sd.prefill_bound[i]),
+                   status_base=st.side(False), status_sd=st.side(True), status=st.label)
+        rows.append(row)
+    out = dict(points=rows, tokens_per_step=finite_or_none(per.tokens_per_step[0]),
+               **{k: finite_or_none(v) for k, v in curve._asdict().items() if k != "status"},
+               curve_status=Curve.decode(int(curve.status)))
     out["inputs"] = {**{k: v for k, v in inputs(scenario).items() if k != "batch"}, **serve_inputs(scenario)}
     return out
 

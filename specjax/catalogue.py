@@ -272,6 +272,10 @@ _ALL = (
     # input_len is a decode batch, the serving commands default to vllm bench serve's random dataset
     _i("qps", "load", "qps", 0, 1e7, "requests/s", "qps_req_s", fixed=True, sensitivity=False, lo_open=True,
        help="Request rate (requests/s).", scenario=True, csv="qps"),
+    _i("concurrency", "load", "concurrency", 1, 1e8, "clients of a closed loop (requests in flight)",
+       "concurrency_reqs", fixed=True, sensitivity=False, integer=True,
+       help="Closed-loop client concurrency N (vllm bench serve --max-concurrency).", scenario=True,
+       csv="concurrency"),
     _i("input_len", "load", "input_len", 1, 1e7, "prompt tokens per request", "input_len_tokens", fixed=True,
        sensitivity=False, flag_default=1024.0, help="Mean prompt tokens per request (L_in).", csv="input_len", **_L),
     _i("output_len", "load", "output_len", 1, 1e7, "output tokens per request", "output_len_tokens", fixed=True,
@@ -314,6 +318,8 @@ _ALL = (
        fit=(0.0, 5e-3), engine="overhead", prior=0.0, start=5e-4, group="system"),
     _i("non_overlap", "hw", "non_overlap", 0, 1, "0 roofline, 1 sum of math and memory", profile=True,
        fit=(0.0, 1.0), engine="efficiency", prior=0.0, start=0.2, group="system"),
+    _i("prefill_efficiency", "hw", "prefill_efficiency", 0, 1, "achieved / peak FLOP/s of prefill (eta_P)",
+       profile=True, fit=(0.2, 1.0), lo_open=True, engine="efficiency", prior=1.0, start=0.6, group="system"),
     # the target's shape (sweep axes and sensitivities; a model's own numbers come from its config)
     _i("n_experts", "target", "n_experts", 1, 1e6, "routed experts E", group="system"),
     _i("top_k", "target", "top_k", 1, 1e6, "experts per token r", group="system"),

@@ -203,19 +203,23 @@ def max_batch(hw, models, tokens, tp=1.0, u=0.9, layouts=None):
     return 0.0 if free <= 0 else math.floor(free / per)
 
 
-def prefill_per_token(m, hw, input_len, lay=None):
-    """MODEL.md 6's c_p: the FLOPs of a pass over the L_in prompt tokens of one sequence at context
-    L_in / 2, at the achieved FLOP/s, per prompt token (0 for a model without weights)."""
+def prefill_per_token(m, hw, input_len, lay=None, chunk=2048.0):
+    """MODEL.md 1.2's c_p: a prompt token's FLOPs (a pass over the L_in prompt tokens of one sequence at
+    context L_in / 2, per token) at eta_P F, or its chunk's bytes (min(L_in, chunk) tokens) over the
+    chunk's tokens at eta_W W, whichever is longer (0 for a model without weights)."""
     if m["p_dense"] + m["p_head"] + m["p_expert"] == 0:
         return 0.0
-    flops = sum(f for f, _ in pass_ops(m, 1.0, input_len, input_len / 2, 0.0, lay))
-    return flops / (hw["flops_per_s"] * hw["flops_efficiency"]) / input_len
+    flops = sum(f for f, _ in pass_ops(m, 1.0, input_len, input_len / 2, 0.0, lay)) / input_len
+    n_c = min(input_len, chunk)
+    nbytes = sum(w for _, w in pass_ops(m, 1.0, n_c, input_len / 2, 0.0, lay)) / n_c
+    return max(flops / (hw["flops_per_s"] * hw.get("prefill_efficiency", 1.0)),
+               nbytes / (hw["hbm_bytes_per_s"] * hw["hbm_efficiency"]))
 
 
 def serve_side(t_of, tau_, c_p, input_len, output_len, cap, qps, chunk=2048.0):
     """One side of MODEL.md 6 by a different route than the kernel: bisection of
     f(B) = B - qps N T(B), T(B) = t(max(B, 1)) / (1 - qps L_in c_p), in linear B on [0, cap].
-    Returns (batch, T, tpot, ttft, saturated)."""
+    Returns (batch, T, tpot, ttft, saturated); TTFT = T / 2 + ceil(L_in / chunk) T + L_in c_p."""
     share = 1.0 - qps * input_len * c_p
     n = output_len / tau_
 
@@ -230,4 +234,70 @@ def serve_side(t_of, tau_, c_p, input_len, output_len, cap, qps, chunk=2048.0):
         lo, hi = (mid, hi) if f(mid) < 0 else (lo, mid)
     b = 0.5 * (lo + hi)
     t = t_of(max(b, 1.0)) / share
-    return b, t, t / tau_, (0.5 + math.ceil(input_len / chunk)) * t, False
+    return b, t, t / tau_, (0.5 + math.ceil(input_len / chunk)) * t + input_len * c_p, False
+
+
+def closed_loop_sim(t_of, tau_, c_p, input_len, output_len, clients, chunk=2048.0, cap=math.inf, lifetimes=24,
+                    warm=4):
+    """MODEL.md 6.1 by discrete simulation (another algorithm than the kernel's mean field): `clients`
+    clients, each sending its next request (`input_len` prompt, `output_len` output tokens, fixed) the
+    moment its last one ends. The engine does not wait for it: while other requests run, the iteration
+    after the one that ended it has already started, and the new request is admitted to the one after
+    that (to the next one when the engine is idle). Each iteration admits arrived requests while fewer than
+    `cap` run (prefill or decode, first come first served), decodes one step for each decoding sequence
+    (`tau_` tokens) and prefills up to `chunk` prompt tokens of the admitted requests in arrival order; it
+    takes t_of(max(B, 1)) + (prompt tokens) c_p, B the decoding sequences. The iteration that ends a prompt
+    emits its first token; the request decodes from the next one until it has `output_len` tokens.
+    Clients start staggered over one request's decode; requests that arrive after `warm` lifetimes are
+    measured. Returns a dict of means: throughput_req_s (completions per second), tpot_s ((E2E - TTFT) /
+    (L_out - 1)), ttft_s, e2e_s, batch (decode sequences, time-weighted), prompt_tokens_per_iter."""
+    steps = math.ceil((output_len - 1) / tau_ - 1e-9)
+    life = (steps + math.ceil(input_len / chunk)) * t_of(1.0)  # a lower bound of one request's lifetime
+    # per request: [arrival, state, remaining prompt, generated after the first token, first token, ready]
+    reqs = [[None, "decode", 0.0, math.floor(i / clients * steps) * tau_, None, 0] for i in range(clients)]
+    now, it, ends, done = 0.0, 0, [], []
+    t_warm = warm * life
+    acc = dict(time=0.0, batch=0.0, prompt=0.0, iters=0)
+    while now <= lifetimes * life:
+        running = sum(r[1] in ("prefill", "decode") for r in reqs)
+        for r in sorted((r for r in reqs if r[1] == "queued" and r[5] <= it), key=lambda r: r[0]):
+            if running < cap:  # admit in arrival order
+                r[1] = "prefill"
+                running += 1
+        decoding = [r for r in reqs if r[1] == "decode"]
+        budget, prompt, prefilled = chunk, 0.0, []
+        for r in sorted((r for r in reqs if r[1] == "prefill"), key=lambda r: r[0]):
+            take = min(r[2], budget)
+            r[2] -= take
+            budget -= take
+            prompt += take
+            if r[2] <= 0:
+                prefilled.append(r)
+        dt = t_of(max(len(decoding), 1)) + prompt * c_p
+        now += dt
+        it += 1
+        if now > t_warm:
+            acc["time"] += dt
+            acc["batch"] += len(decoding) * dt
+            acc["prompt"] += prompt
+            acc["iters"] += 1
+        finished = [r for r in decoding if r[3] + tau_ >= output_len - 1 - 1e-9]
+        for r in decoding:
+            r[3] += tau_
+        for r in prefilled:
+            r[1], r[4] = "decode", now
+            if output_len <= 1:
+                finished.append(r)
+        busy = len(reqs) > len(finished)  # other requests keep the engine running: the next iteration started
+        for r in finished:
+            if r[0] is not None:
+                done.append((r[0], r[4], now))
+            if now > t_warm:
+                ends.append(now)
+            r[:] = [now, "queued", float(input_len), 0.0, None, it + (1 if busy else 0)]
+    ok = [d for d in done if d[0] >= t_warm]
+    e2e = sum(c - a for a, _, c in ok) / len(ok)
+    ttft = sum(f - a for a, f, _ in ok) / len(ok)
+    return dict(throughput_req_s=(len(ends) - 1) / (ends[-1] - ends[0]), e2e_s=e2e, ttft_s=ttft,
+                tpot_s=(e2e - ttft) / (output_len - 1), batch=acc["batch"] / acc["time"],
+                prompt_tokens_per_iter=acc["prompt"] / acc["iters"])

@@ -235,7 +235,7 @@ def test_every_user_input_maps_to_exactly_one_catalogue_row():
         params = _command_params(command)
         assert model_flags <= params, (command, model_flags - params)
         # an option that names an input is that input's row (no second spelling of the same input)
-        assert not {p for p in params if p in rows and p not in model_flags and rows[p].flag is None} - {"batch", "qps"}
+        assert not {p for p in params if p in rows and p not in model_flags and rows[p].flag is None} - {"batch", "qps", "concurrency"}
     assert {r.name for r in app_mod.flag_rows("load")} <= _command_params("serve")
     assert set(spec.pair_keys()) - {"label"} == set(catalogue.PAIR) and all(rows[n].pair for n in catalogue.PAIR)
     assert all(rows[n].fixed for n in catalogue.FIXED)

@@ -1,4 +1,5 @@
-"""`specjax serve`: the serving load of MODEL.md 6, from request rate to batch, TPOT, TTFT and E2E."""
+"""`specjax serve`: the serving load of MODEL.md 6, from request rate to batch, TPOT, TTFT and E2E; with
+`--concurrency` the closed loop of MODEL.md 6.1 (N clients, as `vllm bench serve --max-concurrency`)."""
 
 from typing import Annotated, Optional
 
@@ -31,6 +32,9 @@ def serve(model, load,
           qps: Annotated[Optional[list[float]], typer.Option(
               help="Request rate (requests/s); repeat for a table. Default: 13 rates from 1% to 120% of the larger "
                    "sustainable rate.")] = None,
+          concurrency: Annotated[Optional[list[float]], typer.Option(
+              help="Clients of a closed loop (each sends its next request when its last one ends, as "
+                   "--max-concurrency in vllm bench serve); repeat for a table. Instead of --qps.")] = None,
           tpot_slo: Annotated[Optional[float], typer.Option(
               help="TPOT target (seconds): report the largest rate that meets it, with and without speculation.")
           ] = None,
@@ -44,7 +48,16 @@ def serve(model, load,
     --context is not used: each step runs at the mean decode context input_len + output_len / 2."""
     for q in qps or []:
         catalogue.check("qps", q)
+    for n in concurrency or []:
+        catalogue.check("concurrency", n)
+    if qps and concurrency:
+        raise SpecError("give --qps (an open loop) or --concurrency (a closed loop), not both")
     sc = scenario(**load, **model)
+    if concurrency:
+        if tpot_slo is not None or ttft_slo is not None or sensitivity:
+            raise SpecError("--tpot-slo, --ttft-slo and --sensitivity are for request rates (--qps), not --concurrency")
+        closed_loop(api.serve_concurrency(sc, concurrency), as_json)
+        return
     r = api.serve(sc, qps, check_slo("tpot_slo", tpot_slo), check_slo("ttft_slo", ttft_slo), sensitivity)
     if as_json:
         print_json(r)
@@ -74,4 +87,37 @@ def serve(model, load,
         print("\nelasticities of the switch-off rate (% per % change of each input):")
         for name, e in r["elasticities"].items():
             print(f"  {name:<18} {'-' if e is None else f'{e:.4f}':>9}")
+    print_inputs(r["inputs"])
+
+
+def closed_loop(r, as_json):
+    """Print `api.serve_concurrency`'s answer."""
+    if as_json:
+        print_json(r)
+        return
+    print(f"{'clients':>7} {'req/s':>7} {'req/s sd':>8} {'batch':>7} {'batch sd':>8} {'TPOT ms':>8} {'TPOT sd':>8} "
+          f"{'TTFT ms':>8} {'TTFT sd':>8} {'E2E s':>7} {'E2E sd':>7} {'ratio':>6}  status")
+    for p in r["points"]:
+        e2e = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
+        ratio = "-" if p["ratio_e2e"] is None else f"{p['ratio_e2e']:.3f}"
+        print(f"{p['concurrency']:>7.4g} {_q(p['request_throughput_base_req_s']):>7} "
+              f"{_q(p['request_throughput_sd_req_s']):>8} {_b(p['batch_base']):>7} {_b(p['batch_sd']):>8} "
+              f"{_ms(p['tpot_base_s']):>8} {_ms(p['tpot_sd_s']):>8} {_ms(p['ttft_base_s']):>8} "
+              f"{_ms(p['ttft_sd_s']):>8} {e2e(p['e2e_base_s']):>7} {e2e(p['e2e_sd_s']):>7} {ratio:>6}  {p['status']}")
+    print(f"\nratio = E2E without / with speculation at equal clients (= output throughput with / without); "
+          f"tau = {r['tokens_per_step']:.3f}")
+    print(f"batch cap reached at {_q(r['max_concurrency_base'])} clients without speculation "
+          f"({_q(r['max_throughput_base_req_s'])} req/s), {_q(r['max_concurrency_sd'])} with it "
+          f"({_q(r['max_throughput_sd_req_s'])} req/s); beyond, requests queue for a slot")
+    if any(p["prefill_bound_base"] or p["prefill_bound_sd"] for p in r["points"]):
+        print("prefill-bound: prompt tokens per iteration exceed --chunk-tokens at some concurrency")
+    st = r["curve_status"]
+    off = _q(r["switch_off_concurrency"])
+    words = {"stops_paying": f"speculation lowers E2E up to {off} clients (switch-off concurrency)",
+             "helps_throughout": "speculation lowers E2E at every concurrency",
+             "never_helps": "speculation never lowers E2E here",
+             "hurts_at_small_batch": f"speculation raises E2E at one client; switch-off concurrency {off}",
+             "helps_with_dips": f"speculation pays at one client and at capacity, not in between (first "
+                                f"concurrency where it does not: {_q(r['first_crossing_concurrency'])})"}
+    print(words[st] + f" (status {st}; E2E ratio {r['ratio_e2e_one_client']:.3f} at one client)")
     print_inputs(r["inputs"])

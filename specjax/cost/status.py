@@ -126,10 +126,32 @@ class Serving(_Status):
         return self.side(speculative) == Serving.OK.label
 
 
+class Closed(_Status):
+    """Status of a closed loop at one concurrency (MODEL.md 6.1): whose clients queue for a slot (the
+    engine holds fewer requests than there are clients, so the excess waits: TTFT grows by the wait)."""
+
+    OK = 0                      # both sides admit every client's request at once
+    SD_QUEUED = 1               # with speculation the batch is at its cap and requests wait for a slot
+    BASE_QUEUED = 2             # without speculation they wait
+    BOTH_QUEUED = 3
+    SD_DOES_NOT_FIT = 4         # the drafter does not fit with one sequence
+    MODEL_DOES_NOT_FIT = 5
+    INVALID_INPUT = 6
+
+    def side(self, speculative):
+        """'ok' | 'queued' | 'does_not_fit' | 'invalid_input' for one side of this status."""
+        if self is Closed.INVALID_INPUT:
+            return "invalid_input"
+        if self is Closed.MODEL_DOES_NOT_FIT or (speculative and self is Closed.SD_DOES_NOT_FIT):
+            return "does_not_fit"
+        queued = (Closed.SD_QUEUED, Closed.BOTH_QUEUED) if speculative else (Closed.BASE_QUEUED, Closed.BOTH_QUEUED)
+        return "queued" if self in queued else "ok"
+
+
 def code(member, dtype=np.int8):
     """The integer code of a member, as a numpy scalar of `dtype` (for `jnp.where` in kernels)."""
     return dtype(int(member))
 
 
-for _cls in (Point, Curve, Serving):
+for _cls in (Point, Curve, Serving, Closed):
     assert [int(m) for m in _cls] == list(range(len(_cls))), _cls

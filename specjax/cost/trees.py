@@ -45,6 +45,9 @@ class Hardware:
         bookkeeping). The last five are engine terms: an engine profile sets them with eta_F, eta_W.
       non_overlap: sigma in [0, 1]; an operator takes max(t_math, t_mem) + sigma min(t_math, t_mem):
         0 is the roofline of MODEL.md (perfect overlap), 1 the scaling book's upper bound (sum).
+      prefill_efficiency: eta_P, the achieved fraction of `flops_per_s` of prefill (its own: prefill GEMMs
+        are large and run nearer peak than decode); what a prompt token's FLOPs run at (MODEL.md 1.2,
+        `cost.prefill`). 1 in the pure roofline; no per-batch step uses it.
       roofline: static; "operator" (max per operator, summed) or "pass" (one max per pass).
     """
 
@@ -64,6 +67,7 @@ class Hardware:
     draft_overhead_s: float = 0.0
     step_overhead_s: float = 0.0
     non_overlap: float = 0.0
+    prefill_efficiency: float = 1.0
     roofline: str = static("operator")
 
     def __post_init__(self):
@@ -253,6 +257,8 @@ class Load:
       max_num_seqs: the engine's batch cap (vLLM `max_num_seqs`); the memory-feasible batch caps it too.
       chunk_tokens: prompt tokens one iteration prefills (vLLM `max_num_batched_tokens`): a prompt
         takes ceil(L_in / chunk_tokens) iterations before its first token.
+      concurrency: N, the clients of a closed loop (MODEL.md 6.1: each sends its next request when its
+        last one ends; `search.concurrency`); the open-loop functions read `qps` instead.
     """
 
     qps: float
@@ -260,6 +266,7 @@ class Load:
     output_len: float
     max_num_seqs: float = 256.0
     chunk_tokens: float = 2048.0
+    concurrency: float = 1.0
 
     @property
     def decode_context(self):

@@ -53,6 +53,7 @@ def _prior(row):
 PRIORS = {n: _prior(catalogue.FIT[n]) for n in FIELDS}
 # where the fit starts: the row's start, else the middle of the bounds (0 in the sigmoid's coordinate)
 START = {n: catalogue.FIT[n].start if catalogue.FIT[n].start is not None else 0.5 * sum(BOUNDS[n]) for n in FIELDS}
+SERVING_ONLY = ("prefill_efficiency",)  # no step time or speedup at a batch depends on them: held unless asked
 
 
 def split_series(names, holdout_fraction=0.3):
@@ -230,10 +231,12 @@ class Calibration:
 
 
 def fit(rows, *, name="calibrated", hbm_efficiency=0.85, holdout_fraction=0.3, steps=1500, learning_rate=0.05,
-        dtype=jnp.float32, train_series=None, fields=FIELDS, progress=None, prior=None):
+        dtype=jnp.float32, train_series=None, fields=tuple(f for f in FIELDS if f not in SERVING_ONLY),
+        progress=None, prior=None):
     """Calibrate one engine profile on the training series of `rows`; returns a `Calibration`.
 
-    `fields`: the engine terms that may be fitted (the data decides which are identified).
+    `fields`: the engine terms that may be fitted (the data decides which are identified); by default all
+    but `SERVING_ONLY` (eta_P: only prefill uses it, and the rows calibration reads are steps at a batch).
     `prior`: values to start from and to hold the unidentified terms at (default `PRIORS`), e.g. a
     profile pooled over every engine, so that an engine's own data refines what it identifies.
     `progress`: callable(stage, done, total, loss) or None."""

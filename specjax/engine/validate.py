@@ -45,8 +45,10 @@ def rate_ratio(h, p, t, d, x, e2e):
     """A row per request rate (MODEL.md 6): the TPOT ratio, or with `e2e` the ratio of request
     latencies once admitted (TTFT without the queue + (L_out - 1) TPOT: a saturated side's queue wait,
     which a finite benchmark measures only in part, is not predicted; its status says saturated)."""
-    s = serving.serve(h, p, t, d, x)
-    base, sd = (serving.admitted_latencies(v.iteration_s, v.tpot_s, x.load)[1] for v in (s.base, s.sd))
+    m = serving.sides(h, p, t, d, x)
+    s = serving.serve(h, p, t, d, x, model=m)
+    base, sd = (serving.admitted_latencies(v.iteration_s, v.tpot_s, x.load, m.c_p[i])[1]
+                for i, v in enumerate((s.base, s.sd)))
     return jnp.where(e2e, base / sd, s.speedup_tpot), s.status
 
 

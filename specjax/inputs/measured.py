@@ -350,7 +350,8 @@ def _decode(rows, dtype):
         load = Load(qps=arr([r.qps for r in rows]), input_len=arr([r.input_len for r in rows]),
                     output_len=arr([r.output_len for r in rows]),
                     max_num_seqs=arr([r.max_num_seqs or Load.max_num_seqs for r in rows]),
-                    chunk_tokens=arr([Load.chunk_tokens] * len(rows)))
+                    chunk_tokens=arr([Load.chunk_tokens] * len(rows)),
+                    concurrency=arr([Load.concurrency] * len(rows)))
     return Decode(**{k: arr(v) for k, v in cols.items()}, load=load)
 
 

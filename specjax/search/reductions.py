@@ -16,6 +16,7 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
+from . import concurrency as _concurrency
 from . import crossover as _crossover
 from . import optimize as _optimize
 from . import sensitivity as _sensitivity
@@ -23,12 +24,13 @@ from . import serving as _serving
 from .. import catalogue
 from ..errors import SpecError, field_error
 from ..cost.speculative import step
-from ..cost.status import Curve, Point, Serving, code
+from ..cost.status import Closed, Curve, Point, Serving, code
 
 STEP_OUTPUTS = ("speedup", "tokens_per_step", "t_target_s", "t_draft_s", "t_verify_s", "t_sd_step_s",
                 "throughput_base_tok_s", "throughput_sd_tok_s", "max_batch_base", "max_batch_sd",
                 "verify_compute_bound")
 SERVE_SIDE_FIELDS = ("batch", "tpot_s", "ttft_s", "e2e_s", "throughput_tok_s")  # per side, in serve sweeps
+CLOSED_SIDE_FIELDS = ("throughput_req_s", "batch", "tpot_s", "ttft_s", "e2e_s", "throughput_tok_s", "queue_s")
 RATE_OUTPUTS = ("switch_off_qps", "first_crossing_qps", "max_qps_base", "max_qps_sd", "speedup_tpot_low_qps")
 CROSSOVER_OUTPUTS = ("crossover_batch", "crossover_batch_int", "first_crossing_batch", "pays_from", "pays_to",
                      "n_dips", "speedup_at_batch_1", "max_batch_sd", "speedup_at_max_batch")
@@ -47,7 +49,7 @@ class Reduction:
       consumes: an axis folded into each row (required; not a column of the output).
       needs_batch: the spec must give a batch ([fixed] or [axes]).
       serving: a serving-load reduction (MODEL.md 6): needs input_len and output_len; other reductions
-        refuse the load inputs. needs_qps: the spec must give a request rate.
+        refuse the load inputs. needs_qps: the spec must give a request rate; needs_concurrency: clients.
       summary: (column, (aggregations...)) pairs a summary reports per (hardware, pair).
       share_of: statuses whose share of rows a summary reports.
     """
@@ -63,6 +65,7 @@ class Reduction:
     share_of: tuple = ()
     serving: bool = False
     needs_qps: bool = False
+    needs_concurrency: bool = False
     sensitivity: bool = False  # takes [sensitivity] (elasticities of its answer)
 
     def check_axes(self, axes, fixed, src):
@@ -79,7 +82,8 @@ class Reduction:
             serving = " or ".join(repr(r.name) for r in REGISTRY.values() if r.serving)
             raise SpecError(f"{given[0]} is an input of a serving load: reduce.kind = {serving} (reduce.kind="
                             f"{self.name!r} evaluates batches) in {src}")
-        needed = ("input_len", "output_len") + (("qps",) if self.needs_qps else ())
+        needed = ("input_len", "output_len") + (("qps",) if self.needs_qps else ()) + \
+            (("concurrency",) if self.needs_concurrency else ())
         for name in needed if self.serving else ():
             if name not in axes and name not in fixed:
                 raise SpecError(f"give {name} in [fixed] or [axes] (reduce.kind={self.name!r}) in {src}")
@@ -158,6 +162,13 @@ def _serve(hw, deploy, tgt, draft, dec, invalid, values, cfg):
     return out, status, ~invalid & jnp.isfinite(s.speedup_tpot)
 
 
+def _serve_concurrency(hw, deploy, tgt, draft, dec, invalid, values, cfg):
+    c = _concurrency.closed(hw, deploy, tgt, draft, dec)
+    flat = _concurrency.side_columns(c, CLOSED_SIDE_FIELDS)
+    out = masked(invalid, **flat, speedup_tpot=c.speedup_tpot, ratio_e2e=c.ratio_e2e)
+    return out, invalid_or(invalid, c.status, Closed), ~invalid & jnp.isfinite(c.ratio_e2e)
+
+
 def _switch_off_qps(hw, deploy, tgt, draft, dec, invalid, values, cfg):
     if cfg.sensitivity:  # elasticities of the switch-off rate; null where there is none
         rc, _, el = _serving.switch_off_sensitivity(hw, deploy, tgt, draft, dec)
@@ -189,3 +200,8 @@ register(Reduction("switch_off_qps", _switch_off_qps, Curve,
                    summary=(("switch_off_qps", ("min", "median", "max")), ("max_qps_sd", ("median",))),
                    share_of=(Curve.STOPS_PAYING, Curve.HELPS_THROUGHOUT, Curve.NEVER_HELPS,
                              Curve.HURTS_AT_SMALL_BATCH, Curve.HELPS_WITH_DIPS)))
+register(Reduction("serve_concurrency", _serve_concurrency, Closed,
+                   per_row=lambda spec: 2 * _concurrency.solve_steps(jnp.float32),
+                   searches=("batch", "context", "qps"), serving=True, needs_concurrency=True,
+                   summary=(("ratio_e2e", ("min", "median", "max")),),
+                   share_of=(Closed.OK, Closed.SD_QUEUED, Closed.BASE_QUEUED, Closed.BOTH_QUEUED)))

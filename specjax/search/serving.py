@@ -3,9 +3,10 @@
 `dec.load` a `Load`.
 
 At a rate lambda, each request needs N = L_out / tau engine iterations of decode (tau = 1 without
-speculation) and L_in c_p of prefill work, c_p the compute-bound time of one prompt token (target,
-plus the drafter's own model under speculation: it reads the prompt too). With T the time of one
-iteration (chunked prefill shares it), Little's law and the prefill share give the fixed point
+speculation) and L_in c_p of prefill work, c_p the time of one prompt token as prefill runs
+(`cost.prefill`: its FLOPs at eta_P F, never less than its chunk's bytes amortised; the target's, plus the
+drafter's own model under speculation: it reads the prompt too). With T the time of one iteration
+(chunked prefill shares it), Little's law and the prefill share give the fixed point
 
     B = lambda N T,   T = t_step(max(B, 1)) / (1 - lambda L_in c_p),
 
@@ -18,8 +19,9 @@ engine's capacity lambda(B_cap)). The step is evaluated at the mean decode conte
 (paged KV: the mean, not the peak, is what the sequences of a batch hold).
 
 Outputs per side: the batch, the iteration time T (= ITL), TPOT = T / tau, TTFT = T / 2 (the wait for
-the iteration in progress) + ceil(L_in / chunk) T, E2E = TTFT + (L_out - 1) TPOT, output throughput
-lambda L_out. The TPOT ratio at a rate compares two different batches: TPOT_base(B_base) / TPOT_sd(B_sd).
+the iteration in progress) + ceil(L_in / chunk) T + L_in c_p (the iterations that carry the prompt, each
+as long as any other, plus the prompt's own prefill: TTFT is never below its compute), E2E = TTFT +
+(L_out - 1) TPOT, output throughput lambda L_out. The TPOT ratio at a rate compares two different batches: TPOT_base(B_base) / TPOT_sd(B_sd).
 
 Differentiable: `serve(..., differentiable=True)` bisects on stop-gradient inputs and adds one Newton
 step whose value is the bisected batch and whose derivative is the implicit function theorem's,
@@ -33,7 +35,7 @@ import jax.numpy as jnp
 
 from ..cost._search import bisect, sign_changes
 from ..cost.precision import float_dtype
-from ..cost.roofline import pass_cost
+from ..cost.prefill import prefill_per_token
 from ..cost.speculative import step, times
 from ..cost.status import Curve, Serving, code
 from . import crossover as _crossover
@@ -72,15 +74,6 @@ class Served(NamedTuple):
     ratio_e2e: float      # e2e_base / e2e_sd (NaN when either is saturated)
     tokens_per_step: float
     status: int           # a `status.Serving` code
-
-
-def prefill_per_token(hw, deploy, model, load, expert_locality=0.0):
-    """c_p: compute-bound time of one prompt token of `model` (its FLOPs over a pass of L_in tokens at
-    the mean prompt context L_in / 2, at the achieved FLOP/s; the weights are read anyway by the decode
-    tokens sharing the iteration). 0 for a model with no weights."""
-    n = load.input_len
-    c = pass_cost(hw, deploy, model, 1.0, n, 0.5 * n, expert_locality)
-    return jnp.where(model.has_weights, c.t_math_s / n, 0.0)
 
 
 class Sides(NamedTuple):
@@ -143,10 +136,11 @@ def batch(t_of, tau, c_p, load, b_cap, qps, iters, b0=None, slope=None):
     return b, saturated, lam_cap
 
 
-def admitted_latencies(iteration_s, tpot_s, load):
-    """(TTFT, E2E) of a request once it runs: half an iteration's wait for the one in progress, then
-    ceil(L_in / chunk) iterations of prefill, then L_out - 1 TPOTs (no queue before it)."""
-    ttft = (0.5 + jnp.ceil(load.input_len / load.chunk_tokens)) * iteration_s
+def admitted_latencies(iteration_s, tpot_s, load, c_p, wait=0.5):
+    """(TTFT, E2E) of a request once it runs: `wait` iterations for the one in progress (half of one on
+    average), then ceil(L_in / chunk) iterations that carry its prompt, each as long as the others plus
+    its own prefill L_in c_p, then L_out - 1 TPOTs (no queue before it)."""
+    ttft = (wait + jnp.ceil(load.input_len / load.chunk_tokens)) * iteration_s + load.input_len * c_p
     return ttft, ttft + (load.output_len - 1.0) * tpot_s
 
 
@@ -156,7 +150,7 @@ def side(t_of, tau, c_p, load, b_cap, qps, iters, b0=None, slope=None):
     lam = jnp.where(sat, lam_cap, qps)  # a saturated engine serves at its capacity
     t = t_of(jnp.maximum(b, 1.0)) / (1.0 - lam * load.input_len * c_p)
     tpot = t / tau
-    ttft, e2e = admitted_latencies(t, tpot, load)
+    ttft, e2e = admitted_latencies(t, tpot, load, c_p)
     inf = jnp.asarray(jnp.inf, t.dtype)
     fits = b_cap >= 1.0
     nan = jnp.asarray(jnp.nan, t.dtype)
