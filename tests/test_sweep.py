@@ -107,15 +107,21 @@ def test_max_speedup_and_best_k_reductions(tmp_path):
     assert c["k_star"].to_list() == b["k_star"].to_list() and c["k_relaxed"].is_null().all()
 
 
-def test_no_recompilation_after_first_chunk(tmp_path):
-    s = spec.load(DATA / "tiny.toml")
-    sweep.run(s, tmp_path / "first")
+def test_no_recompilation_after_first_chunk(tmp_path, monkeypatch):
+    """The chunk kernel is traced once for a whole sweep (12 chunks over 4 hardware x pair combinations:
+    shapes never change) and not again for a second sweep of the same spec. Traces are counted by a
+    Python side effect in the traced function (a chunk size no other test uses: a kernel of its own)."""
     from specjax.engine import sweep_kernel
 
-    kern = sweep_kernel.chunk_kernel(7, 1, sweep_kernel.config(s))
-    before = kern._cache_size()
-    sweep.run(s, tmp_path / "second")
-    assert kern._cache_size() == before == 1
+    traces = []
+    real = sweep_kernel.point
+    monkeypatch.setattr(sweep_kernel, "point", lambda *a: traces.append(1) or real(*a))
+    s = spec.from_text((DATA / "tiny.toml").read_text().replace("chunk_size = 7", "chunk_size = 5"), "tiny5.toml")
+    first = sweep.run(s, tmp_path / "first")
+    assert first["chunks_written"] == 4 * 3 and len(traces) == 1  # 12 rows per combination in chunks of 5
+    second = sweep.run(s, tmp_path / "second")
+    assert second["chunks_written"] == 4 * 3 and len(traces) == 1
+    assert_same(canonical(tmp_path / "first"), canonical(tmp_path / "second"))
 
 
 def test_sharded_over_four_devices_equals_one(tmp_path):
@@ -161,16 +167,26 @@ BAD_SPECS = [  # (top-level lines, [fixed] lines, [axes] lines, extra sections, 
 ]
 
 
+def cli(capsys, *args):
+    """`specjax ARGS` in this process: (exit code, stdout, stderr)."""
+    from specjax.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main([str(a) for a in args])
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
 @pytest.mark.parametrize("top,fixed,axes,extra,msg", BAD_SPECS)
-def test_bad_specs_name_file_and_field(tmp_path, top, fixed, axes, extra, msg):
+def test_bad_specs_name_file_and_field(tmp_path, capsys, top, fixed, axes, extra, msg):
     text = (f'{top}\nhardware = ["h200"]\n[[pairs]]\ntarget = "llama-3.1-8b"\ndrafter = "ngram"\n'
             f"[fixed]\n{fixed}\n[axes]\n{axes}\n{extra}\n")
     p = tmp_path / "bad.toml"
     p.write_text(text)
     out = tmp_path / "out"
-    r = specjax("sweep", str(p), "--out", str(out))
-    assert r.returncode == 2 and msg in r.stderr and "bad.toml" in r.stderr, r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1
+    code, stdout, err = cli(capsys, "sweep", p, "--out", out)
+    assert code == 2 and msg in err and "bad.toml" in err, err
+    assert len(err.strip().splitlines()) == 1 and stdout == ""
     assert not out.exists()
 
 
@@ -201,16 +217,21 @@ def test_lock_refuses_second_writer(tmp_path):
     assert not (tmp_path / io.LOCK).exists()
 
 
-def test_more_than_2_31_rows_needs_x64(tmp_path):
+def test_more_than_2_31_rows_needs_x64(tmp_path, capsys):
     p = tmp_path / "huge.toml"
     p.write_text('hardware = ["h100-sxm"]\nchunk_size = 1048576\n[[pairs]]\ntarget = "llama-3.1-8b"\n'
                  'drafter = "ngram"\n[axes]\nbatch = { start = 1, stop = 4096, num = 4096, scale = "log" }\n'
                  "alpha = { start = 0.0, stop = 1.0, num = 4096 }\ncontext = { start = 0, stop = 131072, num = 512 }\n")
-    r = specjax("sweep", str(p), "--dry-run", "--out", str(tmp_path / "o"))
-    assert r.returncode == 2 and "need 64-bit indices; run with --x64" in r.stderr
-    r = specjax("sweep", str(p), "--dry-run", "--x64", "--json", "--out", str(tmp_path / "o"))
-    assert r.returncode == 0, r.stderr
-    d = json.loads(r.stdout)
+    try:  # a fresh process is float32 (the test session runs with x64 on): --x64 turns it on
+        jax.config.update("jax_enable_x64", False)
+        code, _, err = cli(capsys, "sweep", p, "--dry-run", "--out", tmp_path / "o")
+        assert code == 2 and "need 64-bit indices; run with --x64" in err and len(err.strip().splitlines()) == 1
+        code, out, err = cli(capsys, "sweep", p, "--dry-run", "--x64", "--json", "--out", tmp_path / "o")
+        assert code == 0, err
+        assert jax.config.jax_enable_x64
+    finally:
+        jax.config.update("jax_enable_x64", True)
+    d = json.loads(out)
     assert d["points"] == 4096 * 4096 * 512 and d["chunks"] == 8192 and d["est_peak_rss_bytes"] < 2e9
     assert not (tmp_path / "o").exists()
 
