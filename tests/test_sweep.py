@@ -25,6 +25,16 @@ DATA = pathlib.Path(__file__).parent / "data"
 ROOT = pathlib.Path(__file__).parents[1]
 
 
+def cli(capsys, *args):
+    """`specjax ARGS` in this process: (exit code, stdout, stderr)."""
+    from specjax.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main([str(a) for a in args])
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
 def test_tiny_sweep_matches_point_calls(tmp_path):
     s = spec.load(DATA / "tiny.toml")
     assert s.rows == 2 * 2 * 3 * 2 * 2
@@ -124,18 +134,20 @@ def test_no_recompilation_after_first_chunk(tmp_path, monkeypatch):
     assert_same(canonical(tmp_path / "first"), canonical(tmp_path / "second"))
 
 
-def test_sharded_over_four_devices_equals_one(tmp_path):
+def test_sharded_over_four_devices_equals_one(tmp_path, capsys):
+    """Four host devices need XLA_FLAGS before JAX starts: a subprocess; the one-device run is this process
+    (in float32, as a fresh process evaluates)."""
     env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu"}
-    r1 = specjax("sweep", str(DATA / "tiny.toml"), "--out", str(tmp_path / "one"), "--devices", "1", "--quiet",
-                 env=env)
+    with jax.enable_x64(False):
+        code, _, err = cli(capsys, "sweep", DATA / "tiny.toml", "--out", tmp_path / "one", "--devices", "1", "--quiet")
     r4 = specjax("sweep", str(DATA / "tiny.toml"), "--out", str(tmp_path / "four"), "--devices", "4", "--quiet",
                  "--json", env=env)
-    assert r1.returncode == 0 and r4.returncode == 0, r1.stderr + r4.stderr
+    assert code == 0 and r4.returncode == 0, err + r4.stderr
     assert json.loads(r4.stdout)["devices"] == 4
     assert_same(canonical(tmp_path / "one"), canonical(tmp_path / "four"))
 
 
-def test_two_processes_union_equals_one(tmp_path):
+def test_two_processes_union_equals_one(tmp_path, capsys):
     port = 20000 + os.getpid() % 20000
     args = ["sweep", str(DATA / "tiny.toml"), "--out", str(tmp_path / "multi"), "--quiet", "--num-processes", "2",
             "--coordinator", f"localhost:{port}"]
@@ -143,8 +155,9 @@ def test_two_processes_union_equals_one(tmp_path):
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
-    single = specjax("sweep", str(DATA / "tiny.toml"), "--out", str(tmp_path / "single"), "--quiet")
-    assert single.returncode == 0, single.stderr
+    with jax.enable_x64(False):  # the single run in this process, float32 as the two processes evaluate
+        code, _, err = cli(capsys, "sweep", DATA / "tiny.toml", "--out", tmp_path / "single", "--quiet")
+    assert code == 0, err
     mans = [json.loads((tmp_path / "multi" / f"_manifest.{i}.json").read_text()) for i in range(2)]
     assert sum(m["chunks_written"] for m in mans) == 8 and all(m["chunks_written"] == 4 for m in mans)
     assert_same(canonical(tmp_path / "multi"), canonical(tmp_path / "single"))
@@ -165,16 +178,6 @@ BAD_SPECS = [  # (top-level lines, [fixed] lines, [axes] lines, extra sections, 
     ("", "alpha = 0.5", "batch = [1]", "[reduce]\nkind = \"crossover\"", "remove it"),
     ("", "alpha = 0.5", "batch = [1]", "[sensitivity]\ninputs = [\"alpha\"]", "needs reduce.kind = 'crossover'"),
 ]
-
-
-def cli(capsys, *args):
-    """`specjax ARGS` in this process: (exit code, stdout, stderr)."""
-    from specjax.cli import main
-
-    with pytest.raises(SystemExit) as e:
-        main([str(a) for a in args])
-    out = capsys.readouterr()
-    return e.value.code, out.out, out.err
 
 
 @pytest.mark.parametrize("top,fixed,axes,extra,msg", BAD_SPECS)
