@@ -198,14 +198,17 @@ def test_status_names_are_spelled_only_on_the_status_types():
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
 def test_kernels_pass_under_strict_promotion(dtype, strict_promotion):
+    """Strict promotion is enforced while tracing, and the result dtypes are known after tracing: the search
+    kernels are traced (`jax.eval_shape`, as `jax.jit` traces them in the API and the sweep) rather than
+    run op by op, which compiled every loop again on each call. `step` also runs."""
     for kw in (dict(drafter="eagle", draft="eagle3-llama-3.1-8b"), dict(drafter="ratio", draft_cost=0.1)):
         trees = Scenario(engine="roofline", target="llama-3.1-8b", hardware="h100-sxm", batch=16, k=3, alpha=0.7, **kw).build(dtype)
         r = jax.jit(step)(*trees)
-        assert r.speedup.dtype == dtype and r.status.dtype == jnp.int8
-        assert crossover.find(*trees).crossover_batch.dtype == dtype
-        assert sensitivity.crossover_sensitivity(*trees)[2]["alpha"].dtype == dtype
-        assert optimize.search(*trees).k_star.dtype == dtype
-        assert optimize.switch_off_batch(*trees).dtype == dtype
+        assert r.speedup.dtype == dtype and r.status.dtype == jnp.int8 and 1.0 < float(r.speedup) < 4.0
+        assert jax.eval_shape(crossover.find, *trees).crossover_batch.dtype == dtype
+        assert jax.eval_shape(sensitivity.crossover_sensitivity, *trees)[2]["alpha"].dtype == dtype
+        assert jax.eval_shape(optimize.search, *trees).k_star.dtype == dtype
+        assert jax.eval_shape(optimize.switch_off_batch, *trees).dtype == dtype
 
 
 def _command_params(name):

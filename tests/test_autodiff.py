@@ -42,6 +42,15 @@ def _find(hw, dep, t, d, dec):
     return crossover.find(hw, dep, t, d, dec, 65536.0, 96, 70).crossover_batch
 
 
+# The kernels jitted once for the module (as `specjax.api` jits them): run op by op, every call traced and
+# compiled each loop again (5-17 s a call); jitted, a call with the same tree structure reuses the compile.
+_sens = jax.jit(sensitivity.crossover_sensitivity)
+_switch_off = jax.jit(optimize.switch_off_batch)
+_brute = jax.jit(optimize.brute_force, static_argnames=("k_max",))
+_search = jax.jit(optimize.search, static_argnames=("k_max",))
+_step = jax.jit(step)
+
+
 def _crossing(hw, dep, t, d, dec):
     return float(_find(hw, dep, t, d, dec))
 
@@ -73,7 +82,7 @@ def test_elasticities_match_finite_differences(case):
     sc = Scenario(engine="roofline", hardware="h200", **CASES[case])
     hw, dep, t, d, dec = sc.build(F64)
     hw = hw.replace(fixed_overhead_s=F64(2e-5))
-    c, deriv, elast, of = sensitivity.crossover_sensitivity(hw, dep, t, d, dec)
+    c, deriv, elast, of = _sens(hw, dep, t, d, dec)
     assert int(c.status) == Curve.STOPS_PAYING and int(of) == 0
     b0 = float(c.crossover_batch)
     checked = 0
@@ -99,7 +108,7 @@ def test_elasticities_match_finite_differences(case):
 
 def test_seed_elasticities_rank_alpha_and_roofline_first():
     sc = Scenario(engine="roofline", hardware="h200", **CASES["moe-pass"])
-    _, _, el, _ = sensitivity.crossover_sensitivity(*sc.build(F64))
+    _, _, el, _ = _sens(*sc.build(F64))
     top = sorted(el, key=lambda n: -abs(float(el[n])))[:5]
     assert {"alpha", "hbm_bytes_per_s", "flops_per_s"} <= set(top)
     assert float(el["top_k"]) < 0 < float(el["n_experts"])  # more experts per token: earlier crossover
@@ -107,7 +116,7 @@ def test_seed_elasticities_rank_alpha_and_roofline_first():
 
 def _speedup_at(trees, batch):
     h, dp, t, d, x = (trees[n] for n in ("hw", "deploy", "target", "draft", "op"))
-    return float(step(h, dp, t, d, x.replace(batch=F64(batch))).speedup)
+    return float(_step(h, dp, t, d, x.replace(batch=F64(batch))).speedup)
 
 
 @pytest.mark.parametrize("batch", [1.0, 48.0])
@@ -116,7 +125,7 @@ def test_no_switch_off_gives_elasticities_of_the_speedup(batch):
     requested batch, (x / S) dS/dx, checked against central finite differences; `of` says so."""
     sc = Scenario(engine="roofline", hardware="h200", batch=batch, **{**CASES["moe-operator-draft-tp2"], "alpha": 0.05})
     hw, dep, t, d, dec = sc.build(F64)
-    c, deriv, el, of = sensitivity.crossover_sensitivity(hw, dep, t, d, dec)
+    c, deriv, el, of = _sens(hw, dep, t, d, dec)
     assert int(c.status) == Curve.NEVER_HELPS and int(of) == 1 and sensitivity.OF[1] == "speedup"
     trees = {"hw": hw, "deploy": dep, "target": t, "draft": d, "op": dec}
     s0 = _speedup_at(trees, batch)
@@ -138,6 +147,15 @@ def _random_grid(n, seed=0):
     return dec, f(0.5, 4.0, True)
 
 
+@jax.jit
+def _search_and_brute_force(hw, dep, t, d, dec, bw_scale):
+    def one(dec_i, s):
+        h = hw.replace(hbm_bytes_per_s=hw.hbm_bytes_per_s * s)
+        return optimize.search(h, dep, t, d, dec_i, 16), optimize.brute_force(h, dep, t, d, dec_i, 16)
+
+    return jax.vmap(one)(dec, bw_scale)
+
+
 @pytest.mark.parametrize("pair", [("gpt-oss-120b", None), ("llama-3.1-8b", "llama-3.2-1b")])
 def test_optax_k_star_equals_brute_force_on_random_grid(pair):
     """5,000 random configurations per model pair (10,000 in all); target: no mismatches."""
@@ -149,11 +167,7 @@ def test_optax_k_star_equals_brute_force_on_random_grid(pair):
     if draft:
         dec = dec.replace(draft_cost_ratio=jnp.zeros_like(dec.alpha))
 
-    def one(dec_i, s):
-        h = hw.replace(hbm_bytes_per_s=hw.hbm_bytes_per_s * s)
-        return optimize.search(h, dep, t, d, dec_i, 16), optimize.brute_force(h, dep, t, d, dec_i, 16)
-
-    opt, (k_bf, s_bf) = jax.jit(jax.vmap(one))(dec, bw_scale)
+    opt, (k_bf, s_bf) = _search_and_brute_force(hw, dep, t, d, dec, bw_scale)
     s_opt = np.asarray(opt.speedup)
     # compare speedups (ties between neighbouring k are allowed); k must agree otherwise
     worse = s_opt < np.asarray(s_bf) * (1 - 1e-9)
@@ -167,11 +181,11 @@ def test_optax_k_star_equals_brute_force_on_random_grid(pair):
 def test_switch_off_batch_is_where_best_k_stops_paying():
     sc = Scenario(engine="roofline", hardware="h200", **CASES["dense-pass"])
     hw, dep, t, d, dec = sc.build(F64)
-    b = float(optimize.switch_off_batch(hw, dep, t, d, dec))
-    below = optimize.brute_force(hw, dep, t, d, dec.replace(batch=F64(b * 0.999)))
-    above = optimize.brute_force(hw, dep, t, d, dec.replace(batch=F64(b * 1.001)))
+    b = float(_switch_off(hw, dep, t, d, dec))
+    below = _brute(hw, dep, t, d, dec.replace(batch=F64(b * 0.999)))
+    above = _brute(hw, dep, t, d, dec.replace(batch=F64(b * 1.001)))
     assert float(below[0]) >= 1 and float(above[0]) == 0
-    assert b > float(crossover.find(hw, dep, t, d, dec).crossover_batch)  # k=1 beats k=2 past B*
+    assert b > float(jax.jit(crossover.find)(hw, dep, t, d, dec).crossover_batch)  # k=1 beats k=2 past B*
 
 
 KINK_CASES = [  # found by a random search: the relaxed optimum sits past a roofline kink of S(k)
@@ -186,11 +200,11 @@ def test_optax_k_star_equals_brute_force_on_a_roofline_kink(case, monkeypatch):
     climb the gradient search stops one k past the optimum; with it, k* equals brute force."""
     sc = Scenario(engine="roofline", target="qwen3-235b-a22b", hardware="mi300x", drafter="ngram", tp=8, k=3, roofline="pass", **case)
     trees = sc.build(jnp.float32)
-    k_bf, s_bf = optimize.brute_force(*trees, 16)
-    got = optimize.search(*trees, 16)
+    k_bf, s_bf = _brute(*trees, k_max=16)
+    got = _search(*trees, k_max=16)
     assert float(got.k_star) == float(k_bf) and float(got.speedup) == pytest.approx(float(s_bf), rel=1e-6)
-    monkeypatch.setattr(optimize, "CLIMB_STEPS", 0)
-    plain = optimize.search(*trees, 16)
+    monkeypatch.setattr(optimize, "CLIMB_STEPS", 0)  # read while tracing: a new function, traced afresh
+    plain = jax.jit(lambda *trees: optimize.search(*trees, 16))(*trees)
     assert float(plain.k_star) != float(k_bf) and float(plain.speedup) < float(s_bf) * (1 - 1e-5)  # the defect
 
 
@@ -199,7 +213,7 @@ def test_kv_bytes_scales_the_drafter_kv_and_draft_size_leaves_a_borrowed_head_al
     draft_size is its own weights only (it reads the target's LM head, which the scaling leaves alone)."""
     sc = Scenario(engine="roofline", hardware="h200", **CASES["moe-operator-draft-tp2"])
     hw, dep, t, d, dec = sc.build(F64)
-    _, deriv, _, _ = sensitivity.crossover_sensitivity(hw, dep, t, d, dec)
+    _, deriv, _, _ = _sens(hw, dep, t, d, dec)
     b = lambda tt, dd: _crossing(hw, dep, tt, dd, dec)  # noqa: E731
     eps = 1e-6
     both = (b(t.replace(b_kv=t.b_kv * (1 + eps)), d.replace(b_kv=d.b_kv * (1 + eps)))
@@ -210,7 +224,7 @@ def test_kv_bytes_scales_the_drafter_kv_and_draft_size_leaves_a_borrowed_head_al
     sc = Scenario(engine="roofline", hardware="h200", **CASES["eagle1-operator"])
     hw, dep, t, d, dec = sc.build(F64)
     assert float(d.head_resident) == 0.0 and float(d.p_head) > 0  # reads the target's head
-    _, deriv, _, _ = sensitivity.crossover_sensitivity(hw, dep, t, d, dec)
+    _, deriv, _, _ = _sens(hw, dep, t, d, dec)
     own = (_crossing(hw, dep, t, d.replace(p_dense=d.p_dense * (1 + eps)), dec)
            - _crossing(hw, dep, t, d.replace(p_dense=d.p_dense * (1 - eps)), dec)) / (2 * eps)
     assert float(deriv["draft_size"]) == pytest.approx(own, rel=1e-4)

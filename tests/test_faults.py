@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import jax
 import polars as pl
 import pytest
 
@@ -15,9 +16,20 @@ from specjax.outputs import io
 from specjax.inputs import spec
 from specjax.engine import sweep
 from specjax.errors import SpecError
-from sweep_helpers import assert_same, canonical, specjax
+from sweep_helpers import assert_same, canonical
 
 DATA = pathlib.Path(__file__).parent / "data"
+
+
+def cli(capsys, *args):
+    """`specjax ARGS` in this process, evaluating in float32 as a fresh process does (the test session runs
+    with x64 on): (exit code, stdout, stderr). Subprocesses only where the process boundary is the point."""
+    from specjax.cli import main
+
+    with jax.enable_x64(False), pytest.raises(SystemExit) as e:
+        main([str(a) for a in args])
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
 
 
 def test_full_disk_keeps_earlier_results_and_resumes(tmp_path_factory, monkeypatch):
@@ -49,15 +61,15 @@ def test_full_disk_keeps_earlier_results_and_resumes(tmp_path_factory, monkeypat
     assert_same(canonical(tmp_path), canonical(clean))
 
 
-def test_unwritable_output_directory(tmp_path):
+def test_unwritable_output_directory(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    r = specjax("sweep", str(DATA / "tiny.toml"), "--out", str(blocker / "out"))
-    assert r.returncode == 2 and "cannot create output directory" in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1 and blocker.read_text() == "not a directory"
+    code, _, err = cli(capsys, "sweep", DATA / "tiny.toml", "--out", blocker / "out")
+    assert code == 2 and "cannot create output directory" in err
+    assert len(err.strip().splitlines()) == 1 and blocker.read_text() == "not a directory"
 
 
-def test_two_concurrent_sweeps_do_not_corrupt(tmp_path):
+def test_two_concurrent_sweeps_do_not_corrupt(tmp_path, capsys):
     out = tmp_path / "shared"
     spec_path = tmp_path / "slow.toml"
     spec_path.write_text((DATA / "tiny.toml").read_text().replace("chunk_size = 7", "chunk_size = 1"))
@@ -68,8 +80,8 @@ def test_two_concurrent_sweeps_do_not_corrupt(tmp_path):
     assert codes == [0, 2], results
     refused = next(r for r in results if r[2] == 2)[1]
     assert "another sweep is writing" in refused or "holds an earlier sweep" in refused
-    clean = specjax("sweep", str(spec_path), "--out", str(tmp_path / "clean"), "--quiet")
-    assert clean.returncode == 0
+    code, _, err = cli(capsys, "sweep", spec_path, "--out", tmp_path / "clean", "--quiet")
+    assert code == 0, err
     assert_same(canonical(out), canonical(tmp_path / "clean"))  # sibling directories, not nested
 
 
@@ -96,13 +108,16 @@ k_max = 8
 def clean_run(tmp_path_factory):
     d = tmp_path_factory.mktemp("clean")
     (d / "kill.toml").write_text(KILL_SPEC)
-    r = specjax("sweep", str(d / "kill.toml"), "--out", str(d / "out"), "--quiet")
-    assert r.returncode == 0, r.stderr
+    from specjax.cli import main
+
+    with jax.enable_x64(False), pytest.raises(SystemExit) as e:  # float32, as the killed processes run
+        main(["sweep", str(d / "kill.toml"), "--out", str(d / "out"), "--quiet"])
+    assert e.value.code == 0
     return d / "kill.toml", canonical(d / "out")
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_sigkill_at_random_point_then_resume_is_identical(tmp_path, clean_run, seed):
+def test_sigkill_at_random_point_then_resume_is_identical(tmp_path, clean_run, seed, capsys):
     spec_path, want = clean_run
     out = tmp_path / "killed"
     rng = random.Random(seed)
@@ -120,8 +135,8 @@ def test_sigkill_at_random_point_then_resume_is_identical(tmp_path, clean_run, s
     assert len(parts) < 144, "the kill must land before the end"
     for f in parts:
         pl.read_parquet(f)
-    res = specjax("sweep", str(spec_path), "--out", str(out), "--resume", "--quiet")  # stale lock taken over
-    assert res.returncode == 0, res.stderr
+    code, _, err = cli(capsys, "sweep", spec_path, "--out", out, "--resume", "--quiet")  # stale lock taken over
+    assert code == 0, err
     assert_same(canonical(out), want)
     assert not list(out.rglob(".*.tmp-*")), "a killed writer's temporaries are removed on resume"
     assert io.read_results(out).select(pl.len()).collect().item() == want.height
@@ -172,16 +187,16 @@ def test_resume_refuses_a_changed_input_file(tmp_path):
     assert sweep.run(s, out, overwrite=True)["chunks_written"] > 0
 
 
-def test_report_never_replaces_an_earlier_sweep_silently(tmp_path):
+def test_report_never_replaces_an_earlier_sweep_silently(tmp_path, capsys):
     out = tmp_path / "rep"
-    r = specjax("report", str(DATA / "tiny.toml"), "--out", str(out))
-    assert r.returncode == 0, r.stderr
+    code, _, err = cli(capsys, "report", DATA / "tiny.toml", "--out", out)
+    assert code == 0, err
     before = sorted(p.stat().st_mtime_ns for p in (out / "data").glob("hardware=*/pair=*/part-*.parquet"))
-    r = specjax("report", str(DATA / "tiny.toml"), "--out", str(out))
-    assert r.returncode == 2 and "earlier sweep" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    code, _, err = cli(capsys, "report", DATA / "tiny.toml", "--out", out)
+    assert code == 2 and "earlier sweep" in err and len(err.strip().splitlines()) == 1
     assert sorted(p.stat().st_mtime_ns for p in (out / "data").glob("hardware=*/pair=*/part-*.parquet")) == before
-    assert specjax("report", str(DATA / "tiny.toml"), "--out", str(out), "--resume").returncode == 0
-    assert specjax("report", str(DATA / "tiny.toml"), "--out", str(out), "--overwrite").returncode == 0
+    assert cli(capsys, "report", DATA / "tiny.toml", "--out", out, "--resume")[0] == 0
+    assert cli(capsys, "report", DATA / "tiny.toml", "--out", out, "--overwrite")[0] == 0
 
 
 def _small_fs(tmp_path, size="24k"):
@@ -201,12 +216,14 @@ def _small_fs(tmp_path, size="24k"):
 
 
 @pytest.mark.parametrize("kind", ["sweep", "validate", "calibrate", "plot"])
-def test_real_full_disk_gives_one_line_and_leaves_no_temporary(tmp_path, kind):
+def test_real_full_disk_gives_one_line_and_leaves_no_temporary(tmp_path, kind, capsys):
     """On a real full file system (polars raises ComputeError, not OSError) every writer gives one line
     on stderr, exit 2, and leaves no hidden temporary behind."""
     mnt = _small_fs(tmp_path)
     try:
-        csv = str(pathlib.Path(__file__).parents[1] / "data" / "measured" / "public.csv")
+        public = pathlib.Path(__file__).parents[1] / "data" / "measured" / "public.csv"
+        csv = tmp_path / "rows.csv"  # 12 rows (3 scored in training): what is written matters, not the fit
+        csv.write_text("".join(public.read_text().splitlines(keepends=True)[:13]))
         filler = mnt / "filler"
         if kind != "sweep":  # leave no room at all
             with open(filler, "wb", buffering=0) as f:
@@ -222,9 +239,9 @@ def test_real_full_disk_gives_one_line_and_leaves_no_temporary(tmp_path, kind):
                 "calibrate": ["calibrate", csv, "--steps", "10", "--out", str(mnt / "p.toml"), "--json"],
                 "plot": ["plot", "roofline", "--target", "llama-3.1-8b", "--hardware", "h100-sxm",
                          "--out", str(mnt / "fig")]}[kind]
-        r = specjax(*args)
-        assert r.returncode == 2, r.stderr[-800:]
-        assert "No space left on device" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr[-800:]
+        code, _, err = cli(capsys, *args)
+        assert code == 2, err[-800:]
+        assert "No space left on device" in err and len(err.strip().splitlines()) == 1, err[-800:]
         assert not [p for p in mnt.rglob("*") if ".tmp" in p.name], list(mnt.rglob("*"))
     finally:
         subprocess.run(["umount", str(mnt)], capture_output=True)

@@ -68,7 +68,7 @@ def test_littles_law_and_the_reference_on_the_kernel():
     assert [float(x) for x in m.c_p] == pytest.approx([c_base, c_sd], rel=1e-12)
     tau = float(m.tau[1])
     for qps in (0.05, 2.0, 12.0, 18.0):
-        s = serving.serve(hw, dep, tgt, dr, dec, F64(qps))
+        s = SERVE(hw, dep, tgt, dr, dec, F64(qps))
         for side, tau_s, cp, i in ((s.base, 1.0, c_base, 0), (s.sd, tau, c_sd, 1)):
             b, it = float(side.batch), float(side.iteration_s)
             assert b == pytest.approx(qps * 256.0 / tau_s * it, rel=1e-9)  # Little's law: B = lambda N T
@@ -94,8 +94,8 @@ def test_saturation_at_the_right_rate():
     for lam, i, n in ((lam_b, 0, 256.0), (lam_s, 1, 256.0 / tau)):
         assert lam == pytest.approx(cap[i] / (n * t_cap[i] + cap[i] * 256.0 * float(m.c_p[i])), rel=1e-12)
     for lam, which in ((lam_b, "base"), (lam_s, "sd")):
-        below = getattr(serving.serve(hw, dep, tgt, dr, dec, F64(lam * 0.999)), which)
-        above = getattr(serving.serve(hw, dep, tgt, dr, dec, F64(lam * 1.001)), which)
+        below = getattr(SERVE(hw, dep, tgt, dr, dec, F64(lam * 0.999)), which)
+        above = getattr(SERVE(hw, dep, tgt, dr, dec, F64(lam * 1.001)), which)
         assert not bool(below.saturated) and float(below.batch) < 64.0
         assert bool(above.saturated) and math.isinf(float(above.ttft_s))
         assert float(above.throughput_tok_s) == pytest.approx(lam * 256.0, rel=1e-12)  # served at capacity
@@ -110,7 +110,7 @@ def test_saturation_at_the_right_rate():
 def test_low_rate_ratio_is_the_batch_1_speedup():
     sc = Scenario(**BLOG)
     hw, dep, tgt, dr, dec = sc.build(F64)
-    s = serving.serve(hw, dep, tgt, dr, dec, F64(1e-7))
+    s = SERVE(hw, dep, tgt, dr, dec, F64(1e-7))
     at_1 = step(hw, dep, tgt, dr, dec.replace(batch=F64(1.0), context=F64(256 + 128.0)))
     assert float(s.speedup_tpot) == pytest.approx(float(at_1.speedup), rel=1e-6)
     assert float(s.base.batch) < 1e-4 and float(s.sd.batch) < float(s.base.batch)  # fewer steps per request

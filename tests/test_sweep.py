@@ -25,6 +25,16 @@ DATA = pathlib.Path(__file__).parent / "data"
 ROOT = pathlib.Path(__file__).parents[1]
 
 
+def cli(capsys, *args):
+    """`specjax ARGS` in this process: (exit code, stdout, stderr)."""
+    from specjax.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main([str(a) for a in args])
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
 def test_tiny_sweep_matches_point_calls(tmp_path):
     s = spec.load(DATA / "tiny.toml")
     assert s.rows == 2 * 2 * 3 * 2 * 2
@@ -107,29 +117,37 @@ def test_max_speedup_and_best_k_reductions(tmp_path):
     assert c["k_star"].to_list() == b["k_star"].to_list() and c["k_relaxed"].is_null().all()
 
 
-def test_no_recompilation_after_first_chunk(tmp_path):
-    s = spec.load(DATA / "tiny.toml")
-    sweep.run(s, tmp_path / "first")
+def test_no_recompilation_after_first_chunk(tmp_path, monkeypatch):
+    """The chunk kernel is traced once for a whole sweep (12 chunks over 4 hardware x pair combinations:
+    shapes never change) and not again for a second sweep of the same spec. Traces are counted by a
+    Python side effect in the traced function (a chunk size no other test uses: a kernel of its own)."""
     from specjax.engine import sweep_kernel
 
-    kern = sweep_kernel.chunk_kernel(7, 1, sweep_kernel.config(s))
-    before = kern._cache_size()
-    sweep.run(s, tmp_path / "second")
-    assert kern._cache_size() == before == 1
+    traces = []
+    real = sweep_kernel.point
+    monkeypatch.setattr(sweep_kernel, "point", lambda *a: traces.append(1) or real(*a))
+    s = spec.from_text((DATA / "tiny.toml").read_text().replace("chunk_size = 7", "chunk_size = 5"), "tiny5.toml")
+    first = sweep.run(s, tmp_path / "first")
+    assert first["chunks_written"] == 4 * 3 and len(traces) == 1  # 12 rows per combination in chunks of 5
+    second = sweep.run(s, tmp_path / "second")
+    assert second["chunks_written"] == 4 * 3 and len(traces) == 1
+    assert_same(canonical(tmp_path / "first"), canonical(tmp_path / "second"))
 
 
-def test_sharded_over_four_devices_equals_one(tmp_path):
+def test_sharded_over_four_devices_equals_one(tmp_path, capsys):
+    """Four host devices need XLA_FLAGS before JAX starts: a subprocess; the one-device run is this process
+    (in float32, as a fresh process evaluates)."""
     env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu"}
-    r1 = specjax("sweep", str(DATA / "tiny.toml"), "--out", str(tmp_path / "one"), "--devices", "1", "--quiet",
-                 env=env)
+    with jax.enable_x64(False):
+        code, _, err = cli(capsys, "sweep", DATA / "tiny.toml", "--out", tmp_path / "one", "--devices", "1", "--quiet")
     r4 = specjax("sweep", str(DATA / "tiny.toml"), "--out", str(tmp_path / "four"), "--devices", "4", "--quiet",
                  "--json", env=env)
-    assert r1.returncode == 0 and r4.returncode == 0, r1.stderr + r4.stderr
+    assert code == 0 and r4.returncode == 0, err + r4.stderr
     assert json.loads(r4.stdout)["devices"] == 4
     assert_same(canonical(tmp_path / "one"), canonical(tmp_path / "four"))
 
 
-def test_two_processes_union_equals_one(tmp_path):
+def test_two_processes_union_equals_one(tmp_path, capsys):
     port = 20000 + os.getpid() % 20000
     args = ["sweep", str(DATA / "tiny.toml"), "--out", str(tmp_path / "multi"), "--quiet", "--num-processes", "2",
             "--coordinator", f"localhost:{port}"]
@@ -137,8 +155,9 @@ def test_two_processes_union_equals_one(tmp_path):
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
-    single = specjax("sweep", str(DATA / "tiny.toml"), "--out", str(tmp_path / "single"), "--quiet")
-    assert single.returncode == 0, single.stderr
+    with jax.enable_x64(False):  # the single run in this process, float32 as the two processes evaluate
+        code, _, err = cli(capsys, "sweep", DATA / "tiny.toml", "--out", tmp_path / "single", "--quiet")
+    assert code == 0, err
     mans = [json.loads((tmp_path / "multi" / f"_manifest.{i}.json").read_text()) for i in range(2)]
     assert sum(m["chunks_written"] for m in mans) == 8 and all(m["chunks_written"] == 4 for m in mans)
     assert_same(canonical(tmp_path / "multi"), canonical(tmp_path / "single"))
@@ -162,15 +181,15 @@ BAD_SPECS = [  # (top-level lines, [fixed] lines, [axes] lines, extra sections, 
 
 
 @pytest.mark.parametrize("top,fixed,axes,extra,msg", BAD_SPECS)
-def test_bad_specs_name_file_and_field(tmp_path, top, fixed, axes, extra, msg):
+def test_bad_specs_name_file_and_field(tmp_path, capsys, top, fixed, axes, extra, msg):
     text = (f'{top}\nhardware = ["h200"]\n[[pairs]]\ntarget = "llama-3.1-8b"\ndrafter = "ngram"\n'
             f"[fixed]\n{fixed}\n[axes]\n{axes}\n{extra}\n")
     p = tmp_path / "bad.toml"
     p.write_text(text)
     out = tmp_path / "out"
-    r = specjax("sweep", str(p), "--out", str(out))
-    assert r.returncode == 2 and msg in r.stderr and "bad.toml" in r.stderr, r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1
+    code, stdout, err = cli(capsys, "sweep", p, "--out", out)
+    assert code == 2 and msg in err and "bad.toml" in err, err
+    assert len(err.strip().splitlines()) == 1 and stdout == ""
     assert not out.exists()
 
 
@@ -201,16 +220,21 @@ def test_lock_refuses_second_writer(tmp_path):
     assert not (tmp_path / io.LOCK).exists()
 
 
-def test_more_than_2_31_rows_needs_x64(tmp_path):
+def test_more_than_2_31_rows_needs_x64(tmp_path, capsys):
     p = tmp_path / "huge.toml"
     p.write_text('hardware = ["h100-sxm"]\nchunk_size = 1048576\n[[pairs]]\ntarget = "llama-3.1-8b"\n'
                  'drafter = "ngram"\n[axes]\nbatch = { start = 1, stop = 4096, num = 4096, scale = "log" }\n'
                  "alpha = { start = 0.0, stop = 1.0, num = 4096 }\ncontext = { start = 0, stop = 131072, num = 512 }\n")
-    r = specjax("sweep", str(p), "--dry-run", "--out", str(tmp_path / "o"))
-    assert r.returncode == 2 and "need 64-bit indices; run with --x64" in r.stderr
-    r = specjax("sweep", str(p), "--dry-run", "--x64", "--json", "--out", str(tmp_path / "o"))
-    assert r.returncode == 0, r.stderr
-    d = json.loads(r.stdout)
+    try:  # a fresh process is float32 (the test session runs with x64 on): --x64 turns it on
+        jax.config.update("jax_enable_x64", False)
+        code, _, err = cli(capsys, "sweep", p, "--dry-run", "--out", tmp_path / "o")
+        assert code == 2 and "need 64-bit indices; run with --x64" in err and len(err.strip().splitlines()) == 1
+        code, out, err = cli(capsys, "sweep", p, "--dry-run", "--x64", "--json", "--out", tmp_path / "o")
+        assert code == 0, err
+        assert jax.config.jax_enable_x64
+    finally:
+        jax.config.update("jax_enable_x64", True)
+    d = json.loads(out)
     assert d["points"] == 4096 * 4096 * 512 and d["chunks"] == 8192 and d["est_peak_rss_bytes"] < 2e9
     assert not (tmp_path / "o").exists()
 
