@@ -41,7 +41,8 @@ def main():
     devices = jax.local_devices()
     n = args.points - args.points % len(devices)
     sharding = NamedSharding(Mesh(np.array(devices), ("points",)), PartitionSpec("points"))
-    sc = Scenario(engine="roofline", target="gpt-oss-120b", hardware="h200", drafter="eagle", draft="eagle3-gpt-oss-120b", alpha=0.7,
+    sc = Scenario(engine="roofline",
+                  target="gpt-oss-120b", hardware="h200", drafter="eagle", draft="eagle3-gpt-oss-120b", alpha=0.7,
                   k=3, kv_dtype="fp8")
     hw, dep, tgt, draft, dec = sc.build()
     rng = np.random.default_rng(0)

@@ -235,8 +235,8 @@ _ALL = (
     _i("alpha", "op", "alpha", 0, 1, "per-token acceptance", fixed=True, help="Per-token acceptance rate in [0, 1].",
        csv="acceptance_rate", **_S),
     _i("accepted_length", "op", (), 1, 65, "tokens per step incl. the bonus token", "accepted_length_tokens",
-       fixed=True, symbol="tau", sensitivity=False, help="Mean accepted length per step incl. bonus token, in [1, k+1].",
-       csv="accepted_length", **_S),
+       fixed=True, symbol="tau", sensitivity=False, csv="accepted_length",
+       help="Mean accepted length per step incl. bonus token, in [1, k+1].", **_S),
     _c("acceptance_vector", "rates", None, "Conditional acceptance per draft position, a_1,a_2,... (beyond the "
        "last: the last). Replaces --alpha.", pair=True, fixed=True),
     _c("position_rates", "rates", None, "vLLM's per-position acceptance rates r_1,r_2,... (unconditional; "

@@ -104,7 +104,8 @@ def test_toy_drafter_and_reduction_through_the_registries_alone(tmp_path):
     reductions.register(reductions.Reduction("step_ms", keep_step_time, Point, needs_batch=True,
                                              summary=(("t_sd_ms", ("min", "max")),)))
     try:
-        sc = Scenario(engine="roofline", target="llama-3.1-8b", hardware="h100-sxm", drafter="toy-head", batch=8, k=3, alpha=0.7)
+        sc = Scenario(engine="roofline",
+                      target="llama-3.1-8b", hardware="h100-sxm", drafter="toy-head", batch=8, k=3, alpha=0.7)
         r = api.point(sc)
         assert r["status"] == "ok" and 1.0 < r["speedup"] < 4.0
         assert r["t_draft_s"] == pytest.approx(128256 * 4096 * 2 / 3.35e12, rel=0.05)  # one head read
@@ -158,7 +159,8 @@ def test_statuses_are_strings_in_json_and_files(tmp_path):
     assert Point.names() == ("ok", "sd_over_memory", "base_over_memory", "model_does_not_fit", "invalid_input")
     assert Curve.names() == ("stops_paying", "helps_throughout", "never_helps", "hurts_at_small_batch",
                              "helps_with_dips", "invalid_input")
-    sc = Scenario(engine="roofline", target="gpt-oss-120b", hardware="h200", draft_cost=0.1, batch=8, alpha=0.7, kv_dtype="fp8")
+    sc = Scenario(engine="roofline",
+                  target="gpt-oss-120b", hardware="h200", draft_cost=0.1, batch=8, alpha=0.7, kv_dtype="fp8")
     assert json.loads(json.dumps(api.point(sc)))["status"] in Point.names()
     assert api.crossover(sc)["status"] in Curve.names()
     text = ('hardware = ["h200"]\n[[pairs]]\ntarget = "gpt-oss-120b"\ndrafter = "ratio"\ndraft_cost = 0.1\n'
@@ -202,7 +204,8 @@ def test_kernels_pass_under_strict_promotion(dtype, strict_promotion):
     kernels are traced (`jax.eval_shape`, as `jax.jit` traces them in the API and the sweep) rather than
     run op by op, which compiled every loop again on each call. `step` also runs."""
     for kw in (dict(drafter="eagle", draft="eagle3-llama-3.1-8b"), dict(drafter="ratio", draft_cost=0.1)):
-        trees = Scenario(engine="roofline", target="llama-3.1-8b", hardware="h100-sxm", batch=16, k=3, alpha=0.7, **kw).build(dtype)
+        trees = Scenario(engine="roofline",
+                         target="llama-3.1-8b", hardware="h100-sxm", batch=16, k=3, alpha=0.7, **kw).build(dtype)
         r = jax.jit(step)(*trees)
         assert r.speedup.dtype == dtype and r.status.dtype == jnp.int8 and 1.0 < float(r.speedup) < 4.0
         assert jax.eval_shape(crossover.find, *trees).crossover_batch.dtype == dtype
@@ -238,7 +241,8 @@ def test_every_user_input_maps_to_exactly_one_catalogue_row():
         params = _command_params(command)
         assert model_flags <= params, (command, model_flags - params)
         # an option that names an input is that input's row (no second spelling of the same input)
-        assert not {p for p in params if p in rows and p not in model_flags and rows[p].flag is None} - {"batch", "qps", "concurrency"}
+        own = {p for p in params if p in rows and p not in model_flags and rows[p].flag is None}
+        assert not own - {"batch", "qps", "concurrency"}, (command, own)
     assert {r.name for r in app_mod.flag_rows("load")} <= _command_params("serve")
     assert set(spec.pair_keys()) - {"label"} == set(catalogue.PAIR) and all(rows[n].pair for n in catalogue.PAIR)
     assert all(rows[n].fixed for n in catalogue.FIXED)
@@ -274,8 +278,9 @@ def test_toy_input_through_the_catalogue_alone(tmp_path):
     from specjax.errors import SpecError
 
     row = catalogue.register(catalogue.Input(
-        "toy_dense_params", "target", ("p_dense",), 1, 1e13, "dense parameters", "toy_dense_params", fixed=True, integer=True,
-        sensitivity=False, scenario=True, flag="model", csv="toy_dense_params", help="The target's dense params (toy)."))
+        "toy_dense_params", "target", ("p_dense",), 1, 1e13, "dense parameters", "toy_dense_params", fixed=True,
+        integer=True, sensitivity=False, scenario=True, flag="model", csv="toy_dense_params",
+        help="The target's dense params (toy)."))
     try:
         Toy = scenario_mod.define()
         base = dict(target="llama-3.1-8b", hardware="h100-sxm", draft_cost=0.1, alpha=0.7, engine="roofline")

@@ -160,7 +160,8 @@ def _search_and_brute_force(hw, dep, t, d, dec, bw_scale):
 def test_optax_k_star_equals_brute_force_on_random_grid(pair):
     """5,000 random configurations per model pair (10,000 in all); target: no mismatches."""
     target, draft = pair
-    sc = Scenario(engine="roofline", target=target, hardware="h100-sxm", drafter="model" if draft else "ratio", draft=draft,
+    sc = Scenario(engine="roofline",
+                  target=target, hardware="h100-sxm", drafter="model" if draft else "ratio", draft=draft,
                   draft_cost=None if draft else 0.1, alpha=0.5)
     hw, dep, t, d, _ = sc.build(F64)
     dec, bw_scale = _random_grid(5000, seed=len(target))
@@ -198,7 +199,8 @@ KINK_CASES = [  # found by a random search: the relaxed optimum sits past a roof
 def test_optax_k_star_equals_brute_force_on_a_roofline_kink(case, monkeypatch):
     """Qwen3-235B with n-gram drafting on 8 MI300X (one roofline per pass): without the integer hill
     climb the gradient search stops one k past the optimum; with it, k* equals brute force."""
-    sc = Scenario(engine="roofline", target="qwen3-235b-a22b", hardware="mi300x", drafter="ngram", tp=8, k=3, roofline="pass", **case)
+    sc = Scenario(engine="roofline",
+                  target="qwen3-235b-a22b", hardware="mi300x", drafter="ngram", tp=8, k=3, roofline="pass", **case)
     trees = sc.build(jnp.float32)
     k_bf, s_bf = _brute(*trees, k_max=16)
     got = _search(*trees, k_max=16)

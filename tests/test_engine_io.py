@@ -206,5 +206,6 @@ def test_advise_over_a_request_rate_range(capsys):
 def test_advise_names_eagle_heads_by_version():
     """An EAGLE-1/2 head is `EAGLE` in SGLang and `eagle` in vLLM, an EAGLE-3 head `EAGLE3` / `eagle3`."""
     for draft, sgl, vllm in (("eagle-llama-3.1-8b", "EAGLE", "eagle"), ("eagle3-llama-3.1-8b", "EAGLE3", "eagle3")):
-        sc = Scenario(engine="roofline", target="llama-3.1-8b", hardware="h100-sxm", drafter="eagle", draft=draft, alpha=0.7)
+        sc = Scenario(engine="roofline",
+                      target="llama-3.1-8b", hardware="h100-sxm", drafter="eagle", draft=draft, alpha=0.7)
         assert (advise._method(sc, "sglang"), advise._method(sc, "vllm")) == (sgl, vllm)

@@ -227,10 +227,12 @@ def test_eagle_head_must_match_the_target_hidden_size():
     from specjax.inputs.scenario import Scenario
 
     with pytest.raises(SpecError, match="hidden_size 8192"):
-        Scenario(engine="roofline", target="llama-3-70b", hardware="h200", tp=4, drafter="eagle", draft="eagle3-llama-3.1-8b",
+        Scenario(engine="roofline",
+                 target="llama-3-70b", hardware="h200", tp=4, drafter="eagle", draft="eagle3-llama-3.1-8b",
                  alpha=0.7).build()
     with pytest.raises(SpecError, match=r"--drafter"):
-        Scenario(engine="roofline", target="llama-3.1-8b", hardware="h200", draft="llama-3.2-1b", draft_cost=0.1, alpha=0.7)
+        Scenario(engine="roofline",
+                 target="llama-3.1-8b", hardware="h200", draft="llama-3.2-1b", draft_cost=0.1, alpha=0.7)
 
 
 def test_unit_mistakes_get_a_hint(tmp_path):

@@ -235,7 +235,8 @@ def test_sweep_layout_pairs_and_axes(tmp_path):
     df = io.read_results(tmp_path / "a").collect().sort("pair", "batch_seqs")
     for row in df.iter_rows(named=True):
         layout = dict(tp=2) if row["pair"] == "tp2" else dict(tp=1, dp_attention=4, ep=4)
-        sc = Scenario(engine="roofline", target="gpt-oss-120b", hardware="h200", drafter="ngram", alpha=0.7, k=3, context=2048,
+        sc = Scenario(engine="roofline",
+                      target="gpt-oss-120b", hardware="h200", drafter="ngram", alpha=0.7, k=3, context=2048,
                       batch=row["batch_seqs"], **layout)
         assert row["speedup"] == pytest.approx(float(step(*sc.build()).speedup), rel=1e-5)
     # ep as an axis over a tp axis: ep = 4 on tp = 2 does not divide the replica -> invalid_input, not a number

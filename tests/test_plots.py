@@ -92,7 +92,8 @@ def test_sensitivity_roofline_optimal_k_validation_from_flags(tmp_path):
     check_files(tmp_path / "roof")
     from specjax.inputs.scenario import Scenario
 
-    sc = Scenario(engine="roofline", target="gpt-oss-120b", hardware="h200", draft_cost=0.145, alpha=0.8, kv_dtype="fp8")
+    sc = Scenario(engine="roofline",
+                  target="gpt-oss-120b", hardware="h200", draft_cost=0.145, alpha=0.8, kv_dtype="fp8")
     hw, dep, tgt, _, _ = sc.build()
     from specjax.outputs import curves
 
@@ -203,7 +204,8 @@ def test_optimal_k_and_validation_data_match_their_sources(tmp_path):
     from specjax.engine import validate
     from specjax.inputs.scenario import Scenario
 
-    sc = Scenario(engine="roofline", target="llama-3.1-8b", hardware="h100-sxm", drafter="eagle", draft="eagle3-llama-3.1-8b", alpha=0.7)
+    sc = Scenario(engine="roofline",
+                  target="llama-3.1-8b", hardware="h100-sxm", drafter="eagle", draft="eagle3-llama-3.1-8b", alpha=0.7)
     from specjax.outputs import curves
 
     grid = curves.optimal_k_grid(sc, [0.6, 0.9], [1.0, 64.0, 512.0])

@@ -210,7 +210,8 @@ def test_serve_bad_input(capsys, extra, msg):
 
 def test_a_load_needs_both_lengths():
     with pytest.raises(SpecError, match="needs input_len and output_len"):
-        Scenario(engine="roofline", target="llama-3.1-8b", hardware="h100-sxm", drafter="ngram", alpha=0.6, qps=2.0, input_len=100)
+        Scenario(engine="roofline",
+                 target="llama-3.1-8b", hardware="h100-sxm", drafter="ngram", alpha=0.6, qps=2.0, input_len=100)
     sc = Scenario(engine="roofline", target="llama-3.1-8b", hardware="h100-sxm", drafter="ngram", alpha=0.6)
     assert sc.build()[4].load is None and np.isfinite(float(step(*sc.build()).speedup))
 

@@ -44,7 +44,8 @@ def test_tiny_sweep_matches_point_calls(tmp_path):
     assert df.height == s.rows and set(df["hardware"]) == {"h100-sxm", "mi300x"}
     for row in df.sample(12, seed=1).iter_rows(named=True):
         pair = next(p for p in s.pairs if p.label == row["pair"])
-        sc = Scenario(engine="roofline", target=pair.target, hardware=row["hardware"], drafter=pair.drafter, draft=pair.draft,
+        sc = Scenario(engine="roofline",
+                      target=pair.target, hardware=row["hardware"], drafter=pair.drafter, draft=pair.draft,
                       draft_cost=pair.draft_cost, batch=row["batch_seqs"], k=3, alpha=row["alpha"], context=1024.0)
         hw, dep, t, d, dec = sc.build(jnp.float64)
         if pair.target == "gpt-oss-20b":
@@ -91,7 +92,8 @@ def test_crossover_reduction_with_sensitivity(tmp_path):
     row = df.filter((pl.col("pair") == "gpt-oss-120b+ratio") & ((pl.col("alpha") - 0.814).abs() < 1e-6))
     assert row["crossover_batch"][0] == pytest.approx(1974.04, rel=1e-3)
     assert row["beyond_memory"][0] is True
-    sc = Scenario(engine="roofline", target="gpt-oss-120b", hardware="h200", drafter="ratio", draft_cost=0.145, k=2, alpha=0.814,
+    sc = Scenario(engine="roofline",
+                  target="gpt-oss-120b", hardware="h200", drafter="ratio", draft_cost=0.145, k=2, alpha=0.814,
                   kv_dtype="fp8", roofline="pass")
     sens = api.sensitivity(sc)
     assert row["elasticity_alpha"][0] == pytest.approx(sens["elasticities"]["alpha"], rel=1e-3)

@@ -252,7 +252,8 @@ def test_cli_trees_vectors_and_the_tree_search(capsys):
 def test_tree_estimate_unrolls_only_the_levels_it_needs():
     """A scenario's tree unrolls its own depth (`Decode.tree_max_depth`): the same numbers, bit for bit, as
     the full 16 levels; a point deeper than the bound is invalid_input, never a silently short sum."""
-    sc = Scenario(engine="roofline", target="llama-3.1-8b", hardware="h100-sxm", drafter="eagle", draft="eagle3-llama-3.1-8b", k=3,
+    sc = Scenario(engine="roofline",
+                  target="llama-3.1-8b", hardware="h100-sxm", drafter="eagle", draft="eagle3-llama-3.1-8b", k=3,
                   alpha=0.7, tree_topk=4, tree_tokens=21, batch=8)
     hw, dep, tgt, dr, dec = sc.build(F64)
     assert dec.tree_max_depth == 3

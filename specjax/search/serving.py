@@ -21,7 +21,8 @@ engine's capacity lambda(B_cap)). The step is evaluated at the mean decode conte
 Outputs per side: the batch, the iteration time T (= ITL), TPOT = T / tau, TTFT = T / 2 (the wait for
 the iteration in progress) + ceil(L_in / chunk) T + L_in c_p (the iterations that carry the prompt, each
 as long as any other, plus the prompt's own prefill: TTFT is never below its compute), E2E = TTFT +
-(L_out - 1) TPOT, output throughput lambda L_out. The TPOT ratio at a rate compares two different batches: TPOT_base(B_base) / TPOT_sd(B_sd).
+(L_out - 1) TPOT, output throughput lambda L_out. The TPOT ratio at a rate compares two different batches:
+TPOT_base(B_base) / TPOT_sd(B_sd).
 
 Differentiable: `serve(..., differentiable=True)` bisects on stop-gradient inputs and adds one Newton
 step whose value is the bisected batch and whose derivative is the implicit function theorem's,
