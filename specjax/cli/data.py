@@ -60,10 +60,21 @@ def _metric_table(summary):
     for label, m in lines:
         print(f"{label:<34} {m['rows_scored']:>5} {_pct(m['median_ape']):>11} {_pct(m['p90_ape']):>9} "
               f"{_pct(m['side_accuracy']):>10}")
+    _balanced_lines(summary)
     print(f"\nrows {summary['rows']}: {summary['rows_scored']} scored, {summary['rows_anchor']} acceptance anchors, "
           f"{summary['rows_inconsistent']} inconsistent, {summary['rows_unsupported']} unsupported")
     for reason in summary["unsupported_reasons"]:
         print(f"  unsupported: {reason}")
+
+
+def _balanced_lines(summary):
+    """The source-balanced headline (MODEL.md 7) under the pooled numbers."""
+    worst = summary.get("worst_source")
+    if worst is None:
+        return
+    print(f"source-balanced median APE {_pct(summary['source_balanced_median_ape'])} (median over "
+          f"{summary['sources_scored']} sources of each source's median); worst source {worst['source']} "
+          f"{_pct(worst['median_ape'])}")
 
 
 @app.command()

@@ -17,6 +17,9 @@
   percentile absolute percentage error, side-of-1.0 accuracy, median within-series Spearman, overall,
   for level and shape, and per source, engine and hardware (`groups`). A metric over no rows is None
   with a reason.
+- Headline numbers are also source-balanced (`source_balanced`): the median over sources of each
+  source's median APE, and the worst source, so that one source with many easy rows cannot carry the
+  pooled median.
 """
 
 import jax
@@ -179,10 +182,27 @@ def metrics(df):
                 side_accuracy=float(scored["side_ok"].mean()), spearman_median=_spearman(df))
 
 
+def source_balanced(df):
+    """The source-balanced headline of MODEL.md 7 over the scored rows (roles level and shape) of a
+    per-row table with `source` and `ape` columns: `source_balanced_median_ape` (the median over sources
+    of each source's median APE), `worst_source` ({"source", "median_ape"}: the source with the largest
+    median APE; ties: the first by name) and `sources_scored`. None values (with 0 sources) where no row
+    is scored."""
+    scored = df.filter(pl.col("role").is_in(["level", "shape"]) & pl.col("ape").is_not_null())
+    per = scored.group_by("source").agg(pl.col("ape").median().alias("m")).sort("source")
+    if not per.height:
+        return dict(source_balanced_median_ape=None, worst_source=None, sources_scored=0)
+    worst = per.sort("m", descending=True, maintain_order=True).row(0, named=True)
+    return dict(source_balanced_median_ape=float(np.median(per["m"].to_numpy())),
+                worst_source=dict(source=worst["source"], median_ape=float(worst["m"])),
+                sources_scored=int(per.height))
+
+
 def summarize(df):
-    """Overall, level and shape metrics, row counts by role, and per source / engine / hardware groups."""
+    """Overall, level and shape metrics (with the source-balanced headline), row counts by role, and per
+    source / engine / hardware groups."""
     counts = {r: int((df["role"] == r).sum()) for r in ROLES}
-    out = dict(rows=int(df.height), **metrics(df), rows_anchor=counts["anchor"],
+    out = dict(rows=int(df.height), **metrics(df), **source_balanced(df), rows_anchor=counts["anchor"],
                rows_inconsistent=counts["inconsistent"], rows_unsupported=counts["unsupported"],
                rows_skipped=counts["anchor"] + counts["inconsistent"] + counts["unsupported"])
     reasons = df.filter(pl.col("role") == "unsupported")["note"].unique().sort().to_list()
