@@ -24,7 +24,7 @@ import dataclasses
 import math
 import re
 
-from .cost.trees import MODES, Load
+from .cost.trees import MODES
 from .errors import field_error
 
 TREES = ("hw", "deploy", "target", "draft", "op", "load")
@@ -274,11 +274,11 @@ _ALL = (
     _i("output_len", "load", "output_len", 1, 1e7, "output tokens per request", "output_len_tokens", fixed=True,
        sensitivity=False, flag_default=128.0, help="Mean output tokens per request (L_out).", csv="output_len", **_L),
     _i("max_num_seqs", "load", "max_num_seqs", 1, 1e8, "the engine's batch cap (sequences)", fixed=True,
-       sensitivity=False, integer=True, flag_default=Load.max_num_seqs, help="The engine's batch cap (vLLM "
-       "--max-num-seqs).", csv="max_num_seqs", **_L),
+       sensitivity=False, integer=True, help="The engine's batch cap (vLLM --max-num-seqs; default: the engine's "
+       "on this GPU).", csv="max_num_seqs", **_L),
     _i("chunk_tokens", "load", "chunk_tokens", 1, 1e8, "prompt tokens prefilled per iteration", fixed=True,
-       sensitivity=False, integer=True, flag_default=Load.chunk_tokens, help="Prompt tokens prefilled per iteration "
-       "(vLLM --max-num-batched-tokens).", **_L),
+       sensitivity=False, integer=True, help="Prompt tokens prefilled per iteration (vLLM --max-num-batched-tokens; "
+       "default: the engine's on this GPU).", **_L),
     # the hardware and its engine terms (hardware TOML and engine profile keys, sweep axes)
     # physical ranges of real accelerators (a value outside is a unit mistake: 3.2 meant 3.2e12 bytes/s)
     _i("flops_per_s", "hw", "flops_per_s", 1e10, 1e18, "FLOP/s", typical=1e15, group="system"),

@@ -28,7 +28,7 @@ import numpy as np
 import polars as pl
 
 from .. import catalogue
-from . import drafters, engines
+from . import drafters, engines, scheduler
 from . import hardware as _hw
 from . import models as _models
 from .dtypes import BYTES_PER_ELEMENT, canonical
@@ -313,7 +313,7 @@ def stack(rows, engine=None, profiles=None, dtype=jnp.float32, roofline="operato
     100,000 rows costs a few arrays, not 100,000 pytrees.
     """
     fixed = engines.load(engine) if isinstance(engine, str) else engine
-    configs, index = {}, []
+    configs, index, limits = {}, [], []
     for r in rows:
         prof = fixed or engine_profile(r.engine_name, profiles)
         key = (r.target, r.drafter, r.draft, r.hardware, r.layout, r.weight_dtype, id(prof))
@@ -324,19 +324,22 @@ def stack(rows, engine=None, profiles=None, dtype=jnp.float32, roofline="operato
             except SpecError as e:
                 raise SpecError(f"line {r.line}: {e}") from None
             hw_prof = prof.apply(sc.check()[0])  # the hardware file as read by the build (cached)
-            configs[key] = (len(configs), (hw_prof.resolve(sc.compute_dtype, dtype, roofline), deploy, tgt, dr))
+            configs[key] = (len(configs), (hw_prof.resolve(sc.compute_dtype, dtype, roofline), deploy, tgt, dr),
+                            scheduler.engine_limits(prof, engines.load(DEFAULT_ENGINE), hw_prof, speculative=True))
         index.append(configs[key][0])
-    uniq = [built for _, built in configs.values()]
+        limits.append(configs[key][2])
+    uniq = [built for _, built, _ in configs.values()]
     if any(d.parallel for _, d, _, _ in uniq):  # one tree structure for every row: the general layout kernels
         uniq = [(h, d.replace(parallel=True), t, dr) for h, d, t, dr in uniq]
     idx = np.asarray(index, dtype=np.int64)
     trees = jax.tree.map(lambda *xs: jnp.asarray(np.stack([np.asarray(x) for x in xs])[idx]), *uniq)
-    return (*trees, _decode(rows, dtype))
+    return (*trees, _decode(rows, dtype, limits))
 
 
-def _decode(rows, dtype):
+def _decode(rows, dtype, limits):
     """The rows' operating points, one array per field. Where any row is a draft tree every row carries
-    tree leaves (a chain as topk 1, k + 1 tokens), so that chain and tree rows stack together."""
+    tree leaves (a chain as topk 1, k + 1 tokens), so that chain and tree rows stack together. A row per
+    request rate without `max_num_seqs` takes its engine's scheduler defaults (`limits`, per row)."""
     cols = dict(batch=[r.batch for r in rows], k=[r.k for r in rows],
                 alpha=[r.alpha if r.alpha is not None else 0.5 for r in rows], context=[r.context for r in rows],
                 draft_cost_ratio=[0.0] * len(rows), expert_locality=[r.expert_locality for r in rows])
@@ -349,8 +352,8 @@ def _decode(rows, dtype):
             raise ValueError("stack rows per batch and rows per request rate separately")
         load = Load(qps=arr([r.qps for r in rows]), input_len=arr([r.input_len for r in rows]),
                     output_len=arr([r.output_len for r in rows]),
-                    max_num_seqs=arr([r.max_num_seqs or Load.max_num_seqs for r in rows]),
-                    chunk_tokens=arr([Load.chunk_tokens] * len(rows)))
+                    max_num_seqs=arr([r.max_num_seqs or m["max_num_seqs"] for r, m in zip(rows, limits)]),
+                    chunk_tokens=arr([m["chunk_tokens"] for m in limits]))
     return Decode(**{k: arr(v) for k, v in cols.items()}, load=load)
 
 
