@@ -252,7 +252,8 @@ _ALL = (
     _c("weight_dtype", "dtype", None, "Weight dtype for all weights (default: from config).", "system", pair=True,
        fixed=True, csv="weight_dtype"),
     _c("expert_dtype", "dtype", None, "Weight dtype for routed experts only.", "system", pair=True, fixed=True),
-    _c("kv_dtype", "dtype", None, "KV-cache dtype (default: weight dtype).", "system", pair=True, fixed=True),
+    _c("kv_dtype", "dtype", None, "KV-cache dtype (default: weight dtype).", "system", pair=True, fixed=True,
+       csv="kv_dtype"),
     _c("compute_dtype", "choice", "bf16", "Compute dtype whose peak FLOP/s applies.", "system",
        choices=("bf16", "fp16", "fp8", "fp4", "int8")),
     _c("roofline", "choice", "operator", "operator (per-operator roofline) | pass (one roofline per pass).",
@@ -269,6 +270,9 @@ _ALL = (
     # input_len is a decode batch, the serving commands default to vllm bench serve's random dataset
     _i("qps", "load", "qps", 0, 1e7, "requests/s", "qps_req_s", fixed=True, sensitivity=False, lo_open=True,
        help="Request rate (requests/s).", scenario=True, csv="qps"),
+    _i("concurrency", "load", "concurrency", 1, 1e6, "closed-loop clients (requests in flight)", "concurrency_reqs",
+       fixed=True, sensitivity=False, integer=True, help="Closed-loop client concurrency N (vllm bench serve "
+       "--max-concurrency).", scenario=True, csv="concurrency"),
     _i("input_len", "load", "input_len", 1, 1e7, "prompt tokens per request", "input_len_tokens", fixed=True,
        sensitivity=False, flag_default=1024.0, help="Mean prompt tokens per request (L_in).", csv="input_len", **_L),
     _i("output_len", "load", "output_len", 1, 1e7, "output tokens per request", "output_len_tokens", fixed=True,

@@ -110,7 +110,9 @@ class _Scenario:
             return None
         values = {f.name: f.default for f in dataclasses.fields(Load) if f.default is not dataclasses.MISSING}
         values.update({"qps": 1.0}, **{n: getattr(self, n) for n in catalogue.LOAD if getattr(self, n) is not None})
-        values.update({n: v for n, (v, _) in self.scheduler_limits().items() if n in values})
+        values.update({n: v for n, (v, _) in self.scheduler_limits().items()})
+        leaves = {f.name for f in dataclasses.fields(Load)}  # a load input without a leaf yet: concurrency
+        values = {n: v for n, v in values.items() if n in leaves}
         return Load(**{n: jnp.asarray(v, dtype) for n, v in values.items()})
 
     def scheduler_limits(self):
