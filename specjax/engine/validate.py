@@ -291,7 +291,7 @@ def evaluate_steps(rows, engine=None, profiles=None, mode="operator", dtype=jnp.
     note = [r.unsupported or ("" if ok[i] else "no finite prediction (the model does not fit this layout)")
             for i, r in enumerate(rows)]
     df = pl.DataFrame(dict(
-        kind=["step_time"] * n, line=[r.line for r in rows], series=[r.series for r in rows],
+        line=[r.line for r in rows], series=[r.series for r in rows],
         source=[r.source for r in rows], engine=[r.engine or "(unspecified)" for r in rows],
         engine_profile=list(profile), target=[r.target for r in rows], hardware=[r.hardware for r in rows],
         tp=[r.tp for r in rows], ep=[r.ep for r in rows], dp_attention=[r.dp_attention for r in rows],
@@ -299,7 +299,7 @@ def evaluate_steps(rows, engine=None, profiles=None, mode="operator", dtype=jnp.
         input_len=[r.input_len for r in rows], output_len=[r.output_len for r in rows],
         metric=[r.metric for r in rows], measured_s=meas, predicted_s=np.where(ok, pred, np.nan),
         predicted_batch=batch, ratio=np.where(ok, pred / meas, np.nan), ape=np.where(ok, np.abs(pred / meas - 1), np.nan),
-        role=role, note=note), schema_overrides=dict(concurrency=pl.Int64, qps=pl.Float64, batch=pl.Float64))
+        role=role, note=note, kind=["step_time"] * n), schema_overrides=dict(concurrency=pl.Int64, qps=pl.Float64, batch=pl.Float64))
     return df.with_columns(pl.col("predicted_s", "predicted_batch", "ratio", "ape").fill_nan(None))
 
 
@@ -410,8 +410,7 @@ def _evaluate_speedups(rows, engine, profiles, mode, dtype):
         else:
             role.append("shape"), note.append("")
     df = pl.DataFrame(dict(
-        kind=["speedup"] * n, line=[r.line for r in rows], series=[r.series for r in rows],
-        source=[r.source for r in rows],
+        line=[r.line for r in rows], series=[r.series for r in rows], source=[r.source for r in rows],
         engine=[r.engine or "(unspecified)" for r in rows], engine_profile=list(engine_used),
         target=[r.target for r in rows], drafter=[r.drafter for r in rows], draft=[r.draft or "" for r in rows],
         hardware=[r.hardware for r in rows], tp=[r.tp for r in rows], ep=[r.ep for r in rows],
@@ -420,5 +419,6 @@ def _evaluate_speedups(rows, engine, profiles, mode, dtype):
         qps=[r.qps for r in rows], k=[r.k for r in rows], context=[r.context for r in rows], alpha=alpha,
         alpha_source=list(source),
         anchor=anchor, role=role, note=note, measured_speedup=meas, predicted_speedup=s_pred,
-        ape=np.abs(s_pred / meas - 1.0), side_ok=(s_pred > 1.0) == (meas > 1.0), status=list(status)))
+        ape=np.abs(s_pred / meas - 1.0), side_ok=(s_pred > 1.0) == (meas > 1.0), status=list(status),
+        kind=["speedup"] * n))
     return df.with_columns(pl.col("alpha", "predicted_speedup", "ape").fill_nan(None))
