@@ -61,7 +61,8 @@ def test_concurrency_satisfies_littles_law_and_metrics_follow():
                                                 tp=1, weight_dtype="bf16", input_len=1000.0, output_len=200.0,
                                                 metric="inv_tput", value_s=0.02, source_url="u", engine="roofline",
                                                 concurrency=32)])
-    h, p, t, d, x = (jax.tree.map(lambda a: a[0], tree) for tree in steps.stack(rows, [engines.load("roofline")], dtype=jnp.float64))
+    stacked = steps.stack(rows, [engines.load("roofline")], dtype=jnp.float64)
+    h, p, t, d, x = (jax.tree.map(lambda a: a[0], tree) for tree in stacked)
     rate, side, t_dec, queued = validate.decode_batch_at_concurrency(h, p, t, d, x, jnp.float64(32.0), iters=60)
     assert not bool(queued) and float(rate * side.e2e_s) == pytest.approx(32.0, rel=1e-6)
     assert 1.0 < float(side.batch) <= 32.0 and float(t_dec) <= float(side.iteration_s)

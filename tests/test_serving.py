@@ -262,7 +262,8 @@ def test_serve_and_switch_off_qps_sweeps_match_the_api(tmp_path):
                        "rate.toml")
     sweep.run(s, tmp_path / "b")
     row = io.read_results(tmp_path / "b").collect().row(0, named=True)
-    r = api.serve(Scenario(**BLOG, max_num_seqs=256), [1.0, 40.0], tpot_slo=0.02)  # the shapes of test_api_and_cli_keys: one compile
+    r = api.serve(Scenario(**BLOG, max_num_seqs=256), [1.0, 40.0],
+                  tpot_slo=0.02)  # the shapes of test_api_and_cli_keys: one compile
     assert row["status"] == r["curve_status"] == "stops_paying"
     for key in ("switch_off_qps", "max_qps_sd", "max_qps_base", "speedup_tpot_low_qps"):
         assert row[key] == pytest.approx(r[key], rel=1e-5), key

@@ -78,7 +78,8 @@ def _plain_table(summary):
     p = summary.get("plain_steps")
     if not p:
         return
-    print(f"\n{'plain step times (no speculation)':<50} {'rows':>5} {'median APE':>11} {'p90 APE':>9} {'pred/meas':>10}")
+    head = "plain step times (no speculation)"
+    print(f"\n{head:<50} {'rows':>5} {'median APE':>11} {'p90 APE':>9} {'pred/meas':>10}")
     lines = [("all scored rows", p)] + [(f"{key}: {name.removeprefix('github.com/')}"[:50], m)
                                         for key, groups in p["groups"].items() for name, m in groups.items()]
     for label, m in lines:

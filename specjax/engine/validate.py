@@ -189,9 +189,9 @@ def metrics(df):
 def source_balanced(df, roles=("level", "shape")):
     """The source-balanced headline of MODEL.md 7 over the scored rows (roles level and shape) of a
     per-row table with `source` and `ape` columns: `source_balanced_median_ape` (the median over sources
-    of each source's median APE; `roles`: the roles scored), `worst_source` ({"source", "median_ape"}: the source with the largest
-    median APE; ties: the first by name) and `sources_scored`. None values (with 0 sources) where no row
-    is scored."""
+    of each source's median APE; `roles`: the roles scored), `worst_source` ({"source", "median_ape"}: the
+    source with the largest median APE; ties: the first by name) and `sources_scored`. None values (with
+    0 sources) where no row is scored."""
     scored = df.filter(pl.col("role").is_in(list(roles)) & pl.col("ape").is_not_null())
     per = scored.group_by("source").agg(pl.col("ape").median().alias("m")).sort("source")
     if not per.height:
@@ -298,8 +298,9 @@ def evaluate_steps(rows, engine=None, profiles=None, mode="operator", dtype=jnp.
         concurrency=[r.concurrency for r in rows], qps=[r.qps for r in rows], batch=[r.batch for r in rows],
         input_len=[r.input_len for r in rows], output_len=[r.output_len for r in rows],
         metric=[r.metric for r in rows], measured_s=meas, predicted_s=np.where(ok, pred, np.nan),
-        predicted_batch=batch, ratio=np.where(ok, pred / meas, np.nan), ape=np.where(ok, np.abs(pred / meas - 1), np.nan),
-        role=role, note=note, kind=["step_time"] * n), schema_overrides=dict(concurrency=pl.Int64, qps=pl.Float64, batch=pl.Float64))
+        predicted_batch=batch, ratio=np.where(ok, pred / meas, np.nan),
+        ape=np.where(ok, np.abs(pred / meas - 1), np.nan), role=role, note=note, kind=["step_time"] * n),
+        schema_overrides=dict(concurrency=pl.Int64, qps=pl.Float64, batch=pl.Float64))
     return df.with_columns(pl.col("predicted_s", "predicted_batch", "ratio", "ape").fill_nan(None))
 
 

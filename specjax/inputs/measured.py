@@ -5,11 +5,11 @@ acceptance_rate, accepted_length, context, weight_dtype, measured_speedup, metri
 source_url). Optional columns: `engine` (the engine profile of the row: vllm, sglang, trtllm, ...),
 `expert_locality` (a workload property, 0..1), `dataset` (rows of one target, drafter, draft and
 dataset share one acceptance), `t_base_s` and `t_sd_step_s` (measured step times, seconds), `ep`,
-`dp_attention` and `draft_tp` (the layout), `tree_depth`, `tree_topk` and `tree_tokens` (a draft tree).
+`dp_attention` and `draft_tp` (the layout), `tree_depth`, `tree_topk` and `tree_tokens` (a draft tree),
 `kv_dtype` (the KV-cache dtype; empty: the engine's default). A file with `value_s` and no `drafter`
-column holds plain step times under load instead (`inputs.steps`). Rows per request rate (MODEL.md 6) give `qps`, `input_len`, `output_len` and `measured_ratio`
-(baseline / speculative latency; `metric` tpot or e2e_request_latency) in place of `batch`, `context`
-and `measured_speedup` (a file of such rows may omit those three columns), and optionally
+column holds plain step times under load instead (`inputs.steps`). Rows per request rate (MODEL.md 6)
+give `qps`, `input_len`, `output_len` and `measured_ratio` (baseline / speculative latency; `metric`
+tpot or e2e_request_latency) in place of `batch`, `context` and `measured_speedup` (a file of such rows may omit those three columns), and optionally
 `max_num_seqs`.
 
 A malformed value (a number that is not a number, an alpha above 1) is an error naming the file, the

@@ -143,7 +143,8 @@ def rows(df, p):
         out.append(StepRow(
             line=line, series=r["series"], target=r["target"], hardware=r["hardware"],
             tp=cells.model_input(p, line, "tp", r["tp"], optional=False),
-            weight_dtype=canonical(r["weight_dtype"]), kv_dtype=canonical(cell("kv_dtype")) if cell("kv_dtype") else None,
+            weight_dtype=canonical(r["weight_dtype"]),
+            kv_dtype=canonical(cell("kv_dtype")) if cell("kv_dtype") else None,
             input_len=cells.model_input(p, line, "input_len", r["input_len"], optional=False),
             output_len=cells.model_input(p, line, "output_len", r["output_len"], optional=False),
             metric=r["metric"], value_s=value, source_url=cell("source_url"), engine=engine,
@@ -171,9 +172,10 @@ def check_buildable(rows_):
 
 def stack(rows_, profiles, dtype=None, roofline="operator"):
     """Pytrees of supported plain rows stacked on a leading axis: (Hardware, Deployment, target, draft,
-    Decode). Each row's engine profile (`profiles`, one `EngineProfile` per row) is applied to its hardware, and its `Load` carries the row's lengths
-    and the engine's scheduler limits on that GPU for a plain server (`inputs.scheduler`); the decode
-    context is the load's mean, L_in + L_out / 2, and the batch the row's (1 where it has none)."""
+    Decode). Each row's engine profile (`profiles`, one `EngineProfile` per row) is applied to its
+    hardware, and its `Load` carries the row's lengths and the engine's scheduler limits on that GPU for
+    a plain server (`inputs.scheduler`); the decode context is the load's mean, L_in + L_out / 2, and the
+    batch the row's (1 where it has none)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
