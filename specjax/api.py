@@ -53,7 +53,8 @@ def _find(hw, deploy, target, draft, dec, batch_max, n_grid=_crossover.N_GRID):
 def inputs(scenario):
     """The resolved inputs of a `Scenario`, echoed with every answer (what was actually evaluated): every
     catalogue input a scenario carries (`catalogue.ECHO`), with the dtypes the model resolved, alpha as
-    solved, and the derived GPU count and conditional rates."""
+    solved, the derived GPU count and conditional rates, and with a serving load the scheduler limits
+    used (`scheduler_source`: "given" or the engine default they came from)."""
     from . import catalogue
     from .inputs import models
 
@@ -64,6 +65,9 @@ def inputs(scenario):
     w, e, _, kv = models.dtype_names(arch, scenario.weight_dtype, scenario.expert_dtype, scenario.kv_dtype)
     out.update(weight_dtype=w, expert_dtype=e, kv_dtype=kv, alpha=finite_or_none(np.float32(scenario.resolved_alpha())),
                gpus=scenario.tp * scenario.dp_attention, rates=scenario.rates())
+    if scenario.has_load:  # the scheduler limits used, and where each came from (given or the engine's default)
+        limits = scenario.scheduler_limits()
+        out.update({n: v for n, (v, _) in limits.items()}, scheduler_source={n: w for n, (_, w) in limits.items()})
     return finite(out)
 
 

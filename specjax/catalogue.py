@@ -24,7 +24,7 @@ import dataclasses
 import math
 import re
 
-from .cost.trees import MODES, Load
+from .cost.trees import MODES
 from .errors import field_error
 
 TREES = ("hw", "deploy", "target", "draft", "op", "load")
@@ -255,7 +255,8 @@ _ALL = (
     _c("weight_dtype", "dtype", None, "Weight dtype for all weights (default: from config).", "system", pair=True,
        fixed=True, csv="weight_dtype"),
     _c("expert_dtype", "dtype", None, "Weight dtype for routed experts only.", "system", pair=True, fixed=True),
-    _c("kv_dtype", "dtype", None, "KV-cache dtype (default: weight dtype).", "system", pair=True, fixed=True),
+    _c("kv_dtype", "dtype", None, "KV-cache dtype (default: weight dtype).", "system", pair=True, fixed=True,
+       csv="kv_dtype"),
     _c("compute_dtype", "choice", "bf16", "Compute dtype whose peak FLOP/s applies.", "system",
        choices=("bf16", "fp16", "fp8", "fp4", "int8")),
     _c("roofline", "choice", "operator", "operator (per-operator roofline) | pass (one roofline per pass).",
@@ -281,11 +282,11 @@ _ALL = (
     _i("output_len", "load", "output_len", 1, 1e7, "output tokens per request", "output_len_tokens", fixed=True,
        sensitivity=False, flag_default=128.0, help="Mean output tokens per request (L_out).", csv="output_len", **_L),
     _i("max_num_seqs", "load", "max_num_seqs", 1, 1e8, "the engine's batch cap (sequences)", fixed=True,
-       sensitivity=False, integer=True, flag_default=Load.max_num_seqs, help="The engine's batch cap (vLLM "
-       "--max-num-seqs).", csv="max_num_seqs", **_L),
+       sensitivity=False, integer=True, help="The engine's batch cap (vLLM --max-num-seqs; default: the engine's "
+       "on this GPU).", csv="max_num_seqs", **_L),
     _i("chunk_tokens", "load", "chunk_tokens", 1, 1e8, "prompt tokens prefilled per iteration", fixed=True,
-       sensitivity=False, integer=True, flag_default=Load.chunk_tokens, help="Prompt tokens prefilled per iteration "
-       "(vLLM --max-num-batched-tokens).", **_L),
+       sensitivity=False, integer=True, help="Prompt tokens prefilled per iteration (vLLM --max-num-batched-tokens; "
+       "default: the engine's on this GPU).", **_L),
     # the hardware and its engine terms (hardware TOML and engine profile keys, sweep axes)
     # physical ranges of real accelerators (a value outside is a unit mistake: 3.2 meant 3.2e12 bytes/s)
     _i("flops_per_s", "hw", "flops_per_s", 1e10, 1e18, "FLOP/s", typical=1e15, group="system"),

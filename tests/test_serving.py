@@ -252,7 +252,8 @@ def test_serve_and_switch_off_qps_sweeps_match_the_api(tmp_path):
 
     figs = report.serving_figures(df, tmp_path / "figs")  # the report draws one figure per pair
     assert len(figs) == 1 and "<svg" in figs[0][1] and "output_len" not in figs[0][0]
-    want = {o: api.serve(Scenario(**{**BLOG, "output_len": o}), [1.0, 18.0, 40.0]) for o in (128, 256)}
+    want = {o: api.serve(Scenario(**{**BLOG, "output_len": o, "max_num_seqs": 256}), [1.0, 18.0, 40.0])  # as [fixed]
+            for o in (128, 256)}
     for row in df.iter_rows(named=True):
         p = want[row["output_len_tokens"]]["points"][[1.0, 18.0, 40.0].index(row["qps_req_s"])]
         assert row["status"] == p["status"]
@@ -262,7 +263,8 @@ def test_serve_and_switch_off_qps_sweeps_match_the_api(tmp_path):
                        "rate.toml")
     sweep.run(s, tmp_path / "b")
     row = io.read_results(tmp_path / "b").collect().row(0, named=True)
-    r = api.serve(Scenario(**BLOG), [1.0, 40.0], tpot_slo=0.02)  # the shapes of test_api_and_cli_keys: one compile
+    r = api.serve(Scenario(**BLOG, max_num_seqs=256), [1.0, 40.0],
+                  tpot_slo=0.02)  # the shapes of test_api_and_cli_keys: one compile
     assert row["status"] == r["curve_status"] == "stops_paying"
     for key in ("switch_off_qps", "max_qps_sd", "max_qps_base", "speedup_tpot_low_qps"):
         assert row[key] == pytest.approx(r[key], rel=1e-5), key

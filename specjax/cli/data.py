@@ -51,7 +51,11 @@ def _pct(v):
 
 
 def _metric_table(summary):
-    """Overall, level and shape metrics, then the groups, as aligned text (fits 100 columns)."""
+    """Overall, level and shape metrics, then the groups, as aligned text (fits 100 columns); then the
+    plain step-time block."""
+    if not summary["rows"]:  # a file of plain step times only
+        _plain_table(summary)
+        return
     print(f"{'':<34} {'rows':>5} {'median APE':>11} {'p90 APE':>9} {'side of 1':>10}")
     lines = [("all scored rows", summary), ("level (batch 1 / lowest rate)", summary["level"]),
              ("shape (the rest)", summary["shape"])]
@@ -60,10 +64,42 @@ def _metric_table(summary):
     for label, m in lines:
         print(f"{label:<34} {m['rows_scored']:>5} {_pct(m['median_ape']):>11} {_pct(m['p90_ape']):>9} "
               f"{_pct(m['side_accuracy']):>10}")
+    _balanced_lines(summary)
     print(f"\nrows {summary['rows']}: {summary['rows_scored']} scored, {summary['rows_anchor']} acceptance anchors, "
           f"{summary['rows_inconsistent']} inconsistent, {summary['rows_unsupported']} unsupported")
     for reason in summary["unsupported_reasons"]:
         print(f"  unsupported: {reason}")
+    _plain_table(summary)
+
+
+def _plain_table(summary):
+    """The plain step-time block (`plain_steps`): pooled, source-balanced and per group; ratio =
+    predicted / measured (below 1: the model is fast)."""
+    p = summary.get("plain_steps")
+    if not p:
+        return
+    head = "plain step times (no speculation)"
+    print(f"\n{head:<50} {'rows':>5} {'median APE':>11} {'p90 APE':>9} {'pred/meas':>10}")
+    lines = [("all scored rows", p)] + [(f"{key}: {name.removeprefix('github.com/')}"[:50], m)
+                                        for key, groups in p["groups"].items() for name, m in groups.items()]
+    for label, m in lines:
+        ratio = "-" if m["median_ratio"] is None else f"{m['median_ratio']:.2f}"
+        print(f"{label:<50} {m['rows_scored']:>5} {_pct(m['median_ape']):>11} {_pct(m['p90_ape']):>9} {ratio:>10}")
+    _balanced_lines(p)
+    print(f"plain rows {p['rows']}: {p['rows_scored']} scored, {p['rows_unsupported']} unsupported, "
+          f"{p['rows_not_predicted']} without a prediction")
+    for reason in p["unsupported_reasons"]:
+        print(f"  skipped: {reason}")
+
+
+def _balanced_lines(summary):
+    """The source-balanced headline (MODEL.md 7) under the pooled numbers."""
+    worst = summary.get("worst_source")
+    if worst is None:
+        return
+    print(f"source-balanced median APE {_pct(summary['source_balanced_median_ape'])} (median over "
+          f"{summary['sources_scored']} sources of each source's median); worst source {worst['source']} "
+          f"{_pct(worst['median_ape'])}")
 
 
 @app.command()
@@ -129,7 +165,7 @@ def calibrate(csv: Csvs,
         raise SpecError(f"hbm_efficiency={hbm_efficiency}; expected 0.3 <= x <= 1")
     if not out.endswith(".toml"):
         raise SpecError(f"out={out!r}; expected a .toml file name")
-    rows = _load_rows(csv)
+    rows = [r for r in _load_rows(csv) if not r.is_step]  # plain step times are scored by validate, not fitted
     if engine is not None:
         known = sorted({r.engine_name for r in rows})
         rows = [r for r in rows if r.engine_name == engine]

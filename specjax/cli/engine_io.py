@@ -76,8 +76,9 @@ def ingest(files: Files,
 def advise(model, load,
            emit: Annotated[Optional[EmitChoice], typer.Option(help="Engine whose configuration to print (default: "
                                                                    "--engine, if it is one of them).")] = None,
-           max_num_seqs: Annotated[int, typer.Option(help="Largest batch served (the range is 1..N).", min=1,
-                                                     max=65536)] = 256,
+           max_num_seqs: Annotated[Optional[int], typer.Option(
+               help="Largest batch served (the range is 1..N; default: the engine's max_num_seqs on this GPU).",
+               min=1, max=65536)] = None,
            k_max: Annotated[int, typer.Option(help="Largest draft length considered.", min=1, max=16)] = 8,
            margin: Annotated[float, typer.Option(help="Speculation stays on only where the speedup is at least "
                                                       "1 + margin (no flapping at a threshold).", min=0.0, max=1.0)
@@ -94,6 +95,9 @@ def advise(model, load,
 
     sc = scenario(**model)
     engine = value(emit) or (sc.engine if sc.engine in _advise.EMIT else "vllm")
+    cap_source = "given"
+    if max_num_seqs is None:  # the engine's scheduler default on this GPU (`inputs.scheduler`)
+        max_num_seqs, cap_source = sc.scheduler_limits()["max_num_seqs"]
     served_by = None
     if qps_max is not None:  # the batches a rate range produces, with and without speculation
         from .. import catalogue
@@ -113,6 +117,7 @@ def advise(model, load,
     out = dict(emit=engine, config=cfg, command_line=line, ranges=per_range, margin=margin, served_by_qps=served_by,
                max_num_seqs=max_num_seqs, k_max=k_max, warnings=warnings, inputs=api.inputs(sc))
     out["inputs"].pop("batch")
+    out["inputs"]["scheduler_source"] = dict(max_num_seqs=cap_source)
     if as_json:
         print_json(out)
         return

@@ -17,6 +17,13 @@
   percentile absolute percentage error, side-of-1.0 accuracy, median within-series Spearman, overall,
   for level and shape, and per source, engine and hardware (`groups`). A metric over no rows is None
   with a reason.
+- Plain step times (`inputs.steps`: no speculation, at a closed-loop concurrency, a request rate or a
+  decode batch) are scored in their own block (`plain_steps`) on the predicted plain time of the metric
+  the row names (`plain_metric`); a concurrency goes through `decode_batch_at_concurrency`, an
+  approximation until the closed-loop model (MODEL.md 6.1) lands.
+- Headline numbers are also source-balanced (`source_balanced`): the median over sources of each
+  source's median APE, and the worst source, so that one source with many easy rows cannot carry the
+  pooled median.
 """
 
 import jax
@@ -28,7 +35,7 @@ from ..cost._search import bisect
 from ..cost.acceptance import alpha_from_tokens, alpha_from_tree_tokens
 from ..cost.speculative import step
 from ..cost.status import Point, Serving
-from ..inputs import measured
+from ..inputs import measured, steps
 from ..search import serving
 
 ROLES = ("level", "shape", "anchor", "inconsistent", "unsupported")  # what each row is in the protocol
@@ -181,10 +188,155 @@ def metrics(df):
                 side_accuracy=float(scored["side_ok"].mean()), spearman_median=_spearman(df))
 
 
+def source_balanced(df, roles=("level", "shape")):
+    """The source-balanced headline of MODEL.md 7 over the scored rows (roles level and shape) of a
+    per-row table with `source` and `ape` columns: `source_balanced_median_ape` (the median over sources
+    of each source's median APE; `roles`: the roles scored), `worst_source` ({"source", "median_ape"}: the
+    source with the largest median APE; ties: the first by name) and `sources_scored`. None values (with
+    0 sources) where no row is scored."""
+    scored = df.filter(pl.col("role").is_in(list(roles)) & pl.col("ape").is_not_null())
+    per = scored.group_by("source").agg(pl.col("ape").median().alias("m")).sort("source")
+    if not per.height:
+        return dict(source_balanced_median_ape=None, worst_source=None, sources_scored=0)
+    worst = per.sort("m", descending=True, maintain_order=True).row(0, named=True)
+    return dict(source_balanced_median_ape=float(np.median(per["m"].to_numpy())),
+                worst_source=dict(source=worst["source"], median_ape=float(worst["m"])),
+                sources_scored=int(per.height))
+
+
+def decode_batch_at_concurrency(h, p, t, d, x, n, iters=40):
+    """The plain side at closed-loop concurrency `n` (one row; `x.load` gives the lengths and the
+    engine's limits), as (request rate X, `serving.Side` at X, pure decode step time at its batch,
+    queued flag).
+
+    AN APPROXIMATION, kept in this one function so that the closed-loop model of MODEL.md 6.1 (being
+    written in `search.serving`) can replace it: the open-loop fixed point of MODEL.md 6 at the rate X
+    with n = X * E2E(X) (Little's law over the whole request, E2E of an admitted request), found by
+    bisection in log X below the plain side's capacity lambda(B_cap). Where even the capacity gives
+    X * E2E < n, the excess requests queue (memory or max_num_seqs binds): X is the capacity and the
+    wait shows only in E2E = n / X, never in TPOT. Arrivals are taken as Poisson-like (the open-loop
+    TTFT), not the closed loop's replace-on-finish."""
+    m = serving.sides(h, p, t, d, x)
+    lam_cap = serving.rate_of(m.t_of, m.tau, m.c_p, x.load, m.cap)[0]
+    hi = lam_cap * (1.0 - 1e-6)
+
+    def base_at(rate):
+        both = serving.side(m.t_of, m.tau, m.c_p, x.load, m.cap, rate, iters)
+        return serving.Side(*(f[0] for f in both))
+
+    def short(u):  # fewer than n requests in flight at rate exp(u)
+        return jnp.exp(u) * base_at(jnp.exp(u)).e2e_s < n
+
+    u = bisect(short, jnp.log(hi * 1e-9), jnp.log(hi), iters)
+    queued = short(jnp.log(hi))
+    rate = jnp.where(queued, hi, jnp.exp(u))
+    side = base_at(rate)
+    return rate, side, m.t_of(jnp.stack([side.batch, side.batch]))[0], queued
+
+
+METRIC_CODES = tuple(steps.METRICS)  # the order of `plain_metric`'s codes
+
+
+def plain_metric(h, p, t, d, x, kind, n, metric, iters=40):
+    """One plain row's predicted `value_s` for `metric` (a code in `METRIC_CODES`) under its load
+    `kind` (0 concurrency n, 1 request rate x.load.qps, 2 decode batch x.batch), and the decode batch:
+
+    - tpot: the plain TPOT (= one iteration, prefill share included); itl: the same iteration;
+    - itl_p50 (LLMPerf): E2E / L_out; inv_tput: n / (X L_out) (= E2E / L_out at a rate: Little's law);
+    - e2e_request_latency: n / X at a concurrency (queueing included), E2E at a rate;
+    - decode_step: the pure decode step T_target(B, 1) at the row's batch.
+    At a fixed batch every per-token metric is T_target(B, 1) and E2E is L_out of them."""
+    rate_c, side_c, _, _ = decode_batch_at_concurrency(h, p, t, d, x, n, iters)
+    side_q = serving.serve(h, p, t, d, x).base
+    t_b = step(h, p, t, d, x).t_target_s
+    l_out = x.load.output_len
+    conc = dict(tpot=side_c.tpot_s, itl=side_c.iteration_s, itl_p50=n / (rate_c * l_out),
+                inv_tput=n / (rate_c * l_out), e2e_request_latency=n / rate_c, decode_step=jnp.nan)
+    rate = dict(tpot=side_q.tpot_s, itl=side_q.iteration_s, itl_p50=side_q.e2e_s / l_out,
+                inv_tput=side_q.e2e_s / l_out, e2e_request_latency=side_q.e2e_s, decode_step=jnp.nan)
+    fixed = dict(tpot=t_b, itl=t_b, itl_p50=t_b, inv_tput=t_b, e2e_request_latency=l_out * t_b, decode_step=t_b)
+    pick = lambda table: jnp.select([metric == i for i in range(len(METRIC_CODES))],  # noqa: E731
+                                    [jnp.asarray(table[name], t_b.dtype) for name in METRIC_CODES], jnp.nan)
+    value = jnp.select([kind == 0, kind == 1], [pick(conc), pick(rate)], pick(fixed))
+    batch = jnp.select([kind == 0, kind == 1], [side_c.batch, side_q.batch], x.batch)
+    return value, batch
+
+
+@jax.jit
+def predict_plain(hw, deploy, tgt, dr, dec, kind, n, metric):
+    """`plain_metric` for stacked rows (leading axis = row)."""
+    return jax.vmap(plain_metric)(hw, deploy, tgt, dr, dec, kind, n, metric)
+
+
+def evaluate_steps(rows, engine=None, profiles=None, mode="operator", dtype=jnp.float32):
+    """Predict every plain step-time row (`inputs.steps.StepRow`); a per-row table with kind
+    "step_time", role "step" (scored), "unsupported" or "not_predicted" (no finite prediction: the model
+    does not fit)."""
+    n = len(rows)
+    pred, batch = np.full(n, np.nan), np.full(n, np.nan)
+    profile = np.array([""] * n, dtype=object)
+    idx = np.array([i for i, r in enumerate(rows) if not r.unsupported], dtype=int)
+    fixed = measured.engine_profile(engine) if isinstance(engine, str) else engine
+    if idx.size:
+        part = [rows[i] for i in idx]
+        used = [fixed or measured.engine_profile(r.engine_name, profiles) for r in part]
+        stacked = steps.stack(part, used, dtype, mode)
+        kind = jnp.asarray([("concurrency", "qps", "batch").index(r.load_kind) for r in part])
+        conc = jnp.asarray([float(r.concurrency or 1) for r in part], dtype)
+        metric = jnp.asarray([METRIC_CODES.index(r.metric) for r in part])
+        v, b = predict_plain(*stacked, kind, conc, metric)
+        pred[idx], batch[idx] = np.asarray(v, np.float64), np.asarray(b, np.float64)
+        profile[idx] = [p.slug for p in used]
+    meas = np.array([r.value_s for r in rows])
+    ok = np.isfinite(pred) & (pred > 0)
+    role = ["unsupported" if r.unsupported else ("step" if ok[i] else "not_predicted") for i, r in enumerate(rows)]
+    note = [r.unsupported or ("" if ok[i] else "no finite prediction (the model does not fit this layout)")
+            for i, r in enumerate(rows)]
+    df = pl.DataFrame(dict(
+        line=[r.line for r in rows], series=[r.series for r in rows],
+        source=[r.source for r in rows], engine=[r.engine or "(unspecified)" for r in rows],
+        engine_profile=list(profile), target=[r.target for r in rows], hardware=[r.hardware for r in rows],
+        tp=[r.tp for r in rows], ep=[r.ep for r in rows], dp_attention=[r.dp_attention for r in rows],
+        concurrency=[r.concurrency for r in rows], qps=[r.qps for r in rows], batch=[r.batch for r in rows],
+        input_len=[r.input_len for r in rows], output_len=[r.output_len for r in rows],
+        metric=[r.metric for r in rows], measured_s=meas, predicted_s=np.where(ok, pred, np.nan),
+        predicted_batch=batch, ratio=np.where(ok, pred / meas, np.nan),
+        ape=np.where(ok, np.abs(pred / meas - 1), np.nan), role=role, note=note, kind=["step_time"] * n),
+        schema_overrides=dict(concurrency=pl.Int64, qps=pl.Float64, batch=pl.Float64))
+    return df.with_columns(pl.col("predicted_s", "predicted_batch", "ratio", "ape").fill_nan(None))
+
+
+def summarize_steps(df):
+    """The plain step-time block: rows, scored rows, median and p90 APE, median predicted / measured
+    ratio (below 1: the model is fast), the source-balanced headline, per source / engine / hardware /
+    metric groups, and the reasons of unsupported rows."""
+    def stats(g):
+        s = g.filter(pl.col("role") == "step")
+        if not s.height:
+            return dict(rows_scored=0, median_ape=None, p90_ape=None, median_ratio=None)
+        ape = s["ape"].to_numpy()
+        return dict(rows_scored=int(s.height), median_ape=float(np.median(ape)),
+                    p90_ape=float(np.percentile(ape, 90)), median_ratio=float(np.median(s["ratio"].to_numpy())))
+
+    out = dict(rows=int(df.height), **stats(df), **source_balanced(df, roles=("step",)),
+               rows_unsupported=int((df["role"] == "unsupported").sum()),
+               rows_not_predicted=int((df["role"] == "not_predicted").sum()),
+               unsupported_reasons=df.filter(pl.col("role") != "step")["note"].unique().sort().to_list())
+    out["groups"] = {key: {str(v): m for (v,), g in df.sort(key).group_by([key], maintain_order=True)
+                           if (m := stats(g))["rows_scored"]}
+                     for key in ("source", "engine", "hardware", "metric")}
+    return out
+
+
 def summarize(df):
-    """Overall, level and shape metrics, row counts by role, and per source / engine / hardware groups."""
+    """Overall, level and shape metrics (with the source-balanced headline), row counts by role, and per
+    source / engine / hardware groups; plain step-time rows (kind "step_time") in their own block,
+    `plain_steps` (`summarize_steps`)."""
+    plain = df.filter(pl.col("kind") == "step_time") if "kind" in df.columns else None
+    if plain is not None:
+        df = df.filter(pl.col("kind") != "step_time")
     counts = {r: int((df["role"] == r).sum()) for r in ROLES}
-    out = dict(rows=int(df.height), **metrics(df), rows_anchor=counts["anchor"],
+    out = dict(rows=int(df.height), **metrics(df), **source_balanced(df), rows_anchor=counts["anchor"],
                rows_inconsistent=counts["inconsistent"], rows_unsupported=counts["unsupported"],
                rows_skipped=counts["anchor"] + counts["inconsistent"] + counts["unsupported"])
     reasons = df.filter(pl.col("role") == "unsupported")["note"].unique().sort().to_list()
@@ -195,6 +347,8 @@ def summarize(df):
                            for (v,), g in df.sort(key).group_by([key], maintain_order=True)
                            if (m := metrics(g))["rows_scored"]}
                      for key in ("source", "engine", "hardware")}
+    if plain is not None and plain.height:
+        out["plain_steps"] = summarize_steps(plain)
     return out
 
 
@@ -202,7 +356,18 @@ def evaluate(rows, engine=None, profiles=None, mode="operator", dtype=jnp.float3
     """Predict every row; returns (per-row polars DataFrame, summary dict).
 
     `engine` (name, path or `EngineProfile`) applies one engine to every row; None applies each row's
-    `engine` column (empty: `measured.DEFAULT_ENGINE`), from `profiles` or the presets."""
+    `engine` column (empty: `measured.DEFAULT_ENGINE`), from `profiles` or the presets. Plain step-time
+    rows (`inputs.steps`) are predicted by `evaluate_steps` and appended to the table (kind "step_time")."""
+    plain = [r for r in rows if r.is_step]
+    rows = [r for r in rows if not r.is_step]
+    df = _evaluate_speedups(rows, engine, profiles, mode, dtype)
+    if plain:
+        df = pl.concat([df, evaluate_steps(plain, engine, profiles, mode, dtype)], how="diagonal_relaxed")
+    return df, summarize(df)
+
+
+def _evaluate_speedups(rows, engine, profiles, mode, dtype):
+    """The per-row table of speedup rows (kind "speedup")."""
     n = len(rows)
     alpha = np.full(n, np.nan)
     source = np.array(["none"] * n, dtype=object)
@@ -257,6 +422,6 @@ def evaluate(rows, engine=None, profiles=None, mode="operator", dtype=jnp.float3
         qps=[r.qps for r in rows], k=[r.k for r in rows], context=[r.context for r in rows], alpha=alpha,
         alpha_source=list(source),
         anchor=anchor, role=role, note=note, measured_speedup=meas, predicted_speedup=s_pred,
-        ape=np.abs(s_pred / meas - 1.0), side_ok=(s_pred > 1.0) == (meas > 1.0), status=list(status)))
-    df = df.with_columns(pl.col("alpha", "predicted_speedup", "ape").fill_nan(None))
-    return df, summarize(df)
+        ape=np.abs(s_pred / meas - 1.0), side_ok=(s_pred > 1.0) == (meas > 1.0), status=list(status),
+        kind=["speedup"] * n))
+    return df.with_columns(pl.col("alpha", "predicted_speedup", "ape").fill_nan(None))

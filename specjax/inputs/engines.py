@@ -10,6 +10,10 @@ replaces those fields of a hardware profile; keys it does not give keep the pure
 A profile fitted on one GPU is applied unchanged to another: its overheads are host-side times
 (scheduling, launches, sampling) that do not scale with HBM or FLOP/s, and its efficiencies are
 fractions of whatever peak the hardware file gives.
+
+A profile may carry the engine's scheduler defaults per GPU class in a `[scheduler]` table
+(`inputs.scheduler`: max_num_seqs, chunk_tokens, a speculative server's cap); the serving commands use
+them where the user gives no `--max-num-seqs` / `--chunk-tokens`.
 """
 
 import dataclasses
@@ -19,6 +23,7 @@ import pathlib
 from .. import catalogue
 from ..cost.trees import Hardware
 from ..errors import field_error, unknown_name
+from . import scheduler as _scheduler
 from .presets import read_toml
 
 PRESET_DIR = pathlib.Path(__file__).parents[1] / "presets" / "engines"
@@ -26,12 +31,13 @@ PURE = "roofline"
 DEFAULT = catalogue.INPUTS["engine"].default  # model commands, the API, sweeps and measurement rows alike
 GENERIC = "generic"  # efficiencies pooled over every engine, no overheads: for rows of engines without a profile
 DEFAULTS = {f.name: f.default for f in dataclasses.fields(Hardware) if f.name in catalogue.ENGINE}
-_LABELS = {"name", "description", "source", "fitted", "held", "calibration", "hardware"}
+_LABELS = {"name", "description", "source", "fitted", "held", "calibration", "hardware", "scheduler"}
 
 
 @dataclasses.dataclass(frozen=True)
 class EngineProfile:
-    """An engine as read: `values` (engine terms), `per_hardware` (slug -> overriding values)."""
+    """An engine as read: `values` (engine terms), `per_hardware` (slug -> overriding values),
+    `scheduler` (the validated `[scheduler]` table of `inputs.scheduler`, or None)."""
 
     slug: str
     name: str
@@ -40,6 +46,7 @@ class EngineProfile:
     description: str = ""
     fitted: tuple = ()
     source: str = ""
+    scheduler: dict | None = None
 
     def values_for(self, hardware_slug):
         """The engine terms on one hardware: every engine key, defaults where the profile is silent."""
@@ -95,7 +102,8 @@ def from_dict(data, slug, source):
     per_hw = {h: _terms(t, source, f"hardware.{h}") for h, t in per_hw.items()}
     return EngineProfile(slug=slug, name=data.get("name", slug), values=values, per_hardware=per_hw,
                          description=data.get("description", ""), fitted=tuple(fitted),
-                         source=data.get("source", ""))
+                         source=data.get("source", ""),
+                         scheduler=_scheduler.from_table(data.get("scheduler"), source))
 
 
 def preset_slugs():

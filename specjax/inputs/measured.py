@@ -5,10 +5,11 @@ acceptance_rate, accepted_length, context, weight_dtype, measured_speedup, metri
 source_url). Optional columns: `engine` (the engine profile of the row: vllm, sglang, trtllm, ...),
 `expert_locality` (a workload property, 0..1), `dataset` (rows of one target, drafter, draft and
 dataset share one acceptance), `t_base_s` and `t_sd_step_s` (measured step times, seconds), `ep`,
-`dp_attention` and `draft_tp` (the layout), `tree_depth`, `tree_topk` and `tree_tokens` (a draft tree).
-Rows per request rate (MODEL.md 6) give `qps`, `input_len`, `output_len` and `measured_ratio`
-(baseline / speculative latency; `metric` tpot or e2e_request_latency) in place of `batch`, `context`
-and `measured_speedup` (a file of such rows may omit those three columns), and optionally
+`dp_attention` and `draft_tp` (the layout), `tree_depth`, `tree_topk` and `tree_tokens` (a draft tree),
+`kv_dtype` (the KV-cache dtype; empty: the engine's default). A file with `value_s` and no `drafter`
+column holds plain step times under load instead (`inputs.steps`). Rows per request rate (MODEL.md 6)
+give `qps`, `input_len`, `output_len` and `measured_ratio` (baseline / speculative latency; `metric`
+tpot or e2e_request_latency) in place of `batch`, `context` and `measured_speedup` (a file of such rows may omit those three columns), and optionally
 `max_num_seqs`.
 
 A malformed value (a number that is not a number, an alpha above 1) is an error naming the file, the
@@ -19,7 +20,6 @@ with its reason in `unsupported` and skipped by validation and calibration: it n
 """
 
 import dataclasses
-import math
 import pathlib
 
 import jax
@@ -28,9 +28,10 @@ import numpy as np
 import polars as pl
 
 from .. import catalogue
-from . import drafters, engines
+from . import drafters, engines, scheduler, steps
 from . import hardware as _hw
 from . import models as _models
+from .cells import err as _err, known as _known, model_input as _input, number as _number
 from .dtypes import BYTES_PER_ELEMENT, canonical
 from ..errors import SpecError, read_text
 from .scenario import Scenario
@@ -50,12 +51,6 @@ def optional_columns():
     return tuple(c for c in catalogue.CSV if c not in COLUMNS) + MEASUREMENT
 
 
-def _input(p, line, col, raw, optional=True):
-    """A model-input column's number, checked against its catalogue row (the CSV's own range where it has
-    one); None for an empty optional cell."""
-    row = catalogue.CSV[col].csv_input
-    return _number(p, line, col, raw, ("empty or " if optional else "") + row.range_text(), row.ok,
-                   integer=row.integer, optional=optional)
 METRICS = {"batch": ("throughput", "latency"), "rate": ("e2e_request_latency", "tpot")}
 LAYOUT = ("ep", "dp_attention", "draft_tp")  # optional layout columns (MODEL.md 1.1); tp is required
 DEFAULT_ENGINE = engines.DEFAULT  # rows with an empty engine column
@@ -94,7 +89,11 @@ class Row:
     input_len: float | None = None
     output_len: float | None = None
     max_num_seqs: int | None = None
+    kv_dtype: str | None = None
+    concurrency: int | None = None
     unsupported: str | None = None
+
+    is_step = False  # a speedup row (plain step-time rows: `inputs.steps.StepRow`)
 
     @property
     def is_rate(self):
@@ -129,27 +128,9 @@ class Row:
         """The row's model inputs (its catalogue columns) as a `Scenario` on the hardware file alone: the
         engine profile is applied by `stack`, the acceptance set per row (a placeholder alpha here)."""
         given = {r.name: getattr(self, r.name) for r in catalogue.CSV.values()
-                 if r.name not in ("alpha", "accepted_length", "engine")}
+                 if r.name not in ("alpha", "accepted_length", "engine", "concurrency")}
         return Scenario(**{**given, "draft": self.draft or None, "hardware": hardware or self.hardware},
                         alpha=0.5, roofline=roofline, engine=engines.PURE)
-
-
-def _err(path, line, col, value, allowed):
-    return SpecError(f"{path} line {line}, column {col}: {value if value is not None else ''!r}; expected {allowed}")
-
-
-def _number(path, line, col, raw, allowed, ok, integer=False, optional=False):
-    if raw is None or raw.strip() == "":
-        if optional:
-            return None
-        raise _err(path, line, col, raw or "", allowed)
-    try:
-        v = float(raw)
-    except ValueError:
-        raise _err(path, line, col, raw, allowed) from None
-    if not math.isfinite(v) or not ok(v) or (integer and not v.is_integer()):
-        raise _err(path, line, col, raw, allowed)
-    return int(v) if integer else v
 
 
 def _rate(p, line, r):
@@ -169,10 +150,6 @@ def _rate(p, line, r):
                                     "speculative latency)", lambda v: 0 < v < 100)
     out["max_num_seqs"] = _input(p, line, "max_num_seqs", r.get("max_num_seqs"))
     return out
-
-
-def _known(value, slugs):
-    return bool(value) and (value in slugs or pathlib.Path(value).is_file())
 
 
 def _unsupported(r, model_slugs, hw_slugs):
@@ -197,6 +174,8 @@ def load(path):
         df = pl.read_csv(text.encode(), infer_schema=False, truncate_ragged_lines=False)
     except Exception as e:  # polars raises several types for malformed CSV
         raise SpecError(f"malformed CSV {str(p)!r}: {str(e).splitlines()[0]}") from None
+    if steps.is_step_file(df.columns):  # plain step times under load (`inputs.steps`)
+        return steps.rows(df, p)
     known = COLUMNS + optional_columns()
     unknown = [c for c in df.columns if c not in known]
     if unknown:
@@ -254,6 +233,10 @@ def load(path):
         if tree["tree_depth"] is not None and tree["tree_depth"] != k:
             raise _err(p, line, "tree_depth", r.get("tree_depth"), f"k = {k} (the tree's depth is its k)")
         layout.update({c: tree[c] for c in ("tree_topk", "tree_tokens") if tree[c] is not None})
+        kv = (r.get("kv_dtype") or "").strip() or None
+        if kv is not None and kv not in BYTES_PER_ELEMENT:
+            raise _err(p, line, "kv_dtype", kv, f"empty or one of {', '.join(BYTES_PER_ELEMENT)}")
+        conc = _input(p, line, "concurrency", r.get("concurrency"))
         loc = _input(p, line, "expert_locality", r.get("expert_locality"))
         engine = (r.get("engine") or "").strip()
         if engine and not engine.replace("-", "").replace("_", "").isalnum():
@@ -263,7 +246,9 @@ def load(path):
                         tau=tau, context=ctx, weight_dtype=canonical(r["weight_dtype"]), speedup=speed,
                         metric=r["metric"], source_url=r["source_url"] or "", engine=engine,
                         expert_locality=loc or 0.0, dataset=(r.get("dataset") or "").strip(),
-                        unsupported=_unsupported(r, model_slugs, hw_slugs), **times, **layout, **rate))
+                        kv_dtype=kv and canonical(kv), unsupported=_unsupported(r, model_slugs, hw_slugs)
+                        or (conc is not None and "column concurrency: speedups at a closed-loop concurrency await "
+                            "the closed-loop model (MODEL.md 6.1)") or None, **times, **layout, **rate))
     rows = check_buildable(rows)
     if all(r.unsupported for r in rows):
         raise SpecError(f"{p}: no row can be evaluated; line {rows[0].line}, {rows[0].unsupported}")
@@ -313,7 +298,7 @@ def stack(rows, engine=None, profiles=None, dtype=jnp.float32, roofline="operato
     100,000 rows costs a few arrays, not 100,000 pytrees.
     """
     fixed = engines.load(engine) if isinstance(engine, str) else engine
-    configs, index = {}, []
+    configs, index, limits = {}, [], []
     for r in rows:
         prof = fixed or engine_profile(r.engine_name, profiles)
         key = (r.target, r.drafter, r.draft, r.hardware, r.layout, r.weight_dtype, id(prof))
@@ -324,19 +309,22 @@ def stack(rows, engine=None, profiles=None, dtype=jnp.float32, roofline="operato
             except SpecError as e:
                 raise SpecError(f"line {r.line}: {e}") from None
             hw_prof = prof.apply(sc.check()[0])  # the hardware file as read by the build (cached)
-            configs[key] = (len(configs), (hw_prof.resolve(sc.compute_dtype, dtype, roofline), deploy, tgt, dr))
+            configs[key] = (len(configs), (hw_prof.resolve(sc.compute_dtype, dtype, roofline), deploy, tgt, dr),
+                            scheduler.engine_limits(prof, engines.load(DEFAULT_ENGINE), hw_prof, speculative=True))
         index.append(configs[key][0])
-    uniq = [built for _, built in configs.values()]
+        limits.append(configs[key][2])
+    uniq = [built for _, built, _ in configs.values()]
     if any(d.parallel for _, d, _, _ in uniq):  # one tree structure for every row: the general layout kernels
         uniq = [(h, d.replace(parallel=True), t, dr) for h, d, t, dr in uniq]
     idx = np.asarray(index, dtype=np.int64)
     trees = jax.tree.map(lambda *xs: jnp.asarray(np.stack([np.asarray(x) for x in xs])[idx]), *uniq)
-    return (*trees, _decode(rows, dtype))
+    return (*trees, _decode(rows, dtype, limits))
 
 
-def _decode(rows, dtype):
+def _decode(rows, dtype, limits):
     """The rows' operating points, one array per field. Where any row is a draft tree every row carries
-    tree leaves (a chain as topk 1, k + 1 tokens), so that chain and tree rows stack together."""
+    tree leaves (a chain as topk 1, k + 1 tokens), so that chain and tree rows stack together. A row per
+    request rate without `max_num_seqs` takes its engine's scheduler defaults (`limits`, per row)."""
     cols = dict(batch=[r.batch for r in rows], k=[r.k for r in rows],
                 alpha=[r.alpha if r.alpha is not None else 0.5 for r in rows], context=[r.context for r in rows],
                 draft_cost_ratio=[0.0] * len(rows), expert_locality=[r.expert_locality for r in rows])
@@ -349,8 +337,8 @@ def _decode(rows, dtype):
             raise ValueError("stack rows per batch and rows per request rate separately")
         load = Load(qps=arr([r.qps for r in rows]), input_len=arr([r.input_len for r in rows]),
                     output_len=arr([r.output_len for r in rows]),
-                    max_num_seqs=arr([r.max_num_seqs or Load.max_num_seqs for r in rows]),
-                    chunk_tokens=arr([Load.chunk_tokens] * len(rows)),
+                    max_num_seqs=arr([r.max_num_seqs or m["max_num_seqs"] for r, m in zip(rows, limits)]),
+                    chunk_tokens=arr([m["chunk_tokens"] for m in limits]),
                     concurrency=arr([Load.concurrency] * len(rows)))
     return Decode(**{k: arr(v) for k, v in cols.items()}, load=load)
 

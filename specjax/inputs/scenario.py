@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import catalogue
-from . import drafters, engines
+from . import drafters, engines, scheduler
 from . import hardware as _hw
 from . import models as _models
 from ..cost.acceptance import (TREE_MAX_DEPTH, alpha_from_tokens, alpha_from_tree_tokens, conditional_rates,
@@ -105,12 +105,18 @@ class _Scenario:
 
     def load(self, dtype=jnp.float32):
         """The `Load` pytree (None without a serving load); an unset rate is a placeholder 1 request/s,
-        max_num_seqs and chunk_tokens default to `Load`'s (256 and 2048)."""
+        max_num_seqs and chunk_tokens not given are the engine's scheduler defaults (`scheduler_limits`)."""
         if not self.has_load:
             return None
         values = {f.name: f.default for f in dataclasses.fields(Load) if f.default is not dataclasses.MISSING}
         values.update({"qps": 1.0}, **{n: getattr(self, n) for n in catalogue.LOAD if getattr(self, n) is not None})
+        values.update({n: v for n, (v, _) in self.scheduler_limits().items()})
         return Load(**{n: jnp.asarray(v, dtype) for n, v in values.items()})
+
+    def scheduler_limits(self):
+        """{"max_num_seqs", "chunk_tokens": (value, where it came from)}: the value given, else the engine
+        profile's scheduler default on this GPU for a speculative server (k >= 1; `inputs.scheduler`)."""
+        return _limits(self, _files(self))
 
     def replace_acceptance(self, **kw):
         """A copy with the acceptance given another way (one of alpha, accepted_length, a vector)."""
@@ -317,6 +323,14 @@ def _files(scenario):
 def _check(scenario, files):
     del files  # part of the cache key only
     return scenario._check()
+
+
+@functools.lru_cache(maxsize=256)
+def _limits(scenario, files):
+    del files  # part of the cache key only
+    engine = engines.load(scenario.engine or engines.DEFAULT)
+    given = {n: getattr(scenario, n) for n in scheduler.NAMES}
+    return scheduler.resolve(engine, engines.load(engines.DEFAULT), scenario.check()[0], scenario.k >= 1, given)
 
 
 @functools.lru_cache(maxsize=256)

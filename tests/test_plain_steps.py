@@ -1,0 +1,96 @@
+"""Plain step-time rows (`inputs.steps`, the schema of data/measured/serving_steps.csv) in validate:
+parsing and skipping, the predicted quantity per metric and load, and the `plain_steps` block."""
+
+import json
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from specjax.cost.speculative import step
+from specjax.engine import validate
+from specjax.errors import SpecError
+from specjax.inputs import engines, measured, steps
+
+HEADER = ("series,target,hardware,engine,engine_version,tp,ep,dp_attention,weight_dtype,kv_dtype,concurrency,qps,"
+          "input_len,output_len,dataset,metric,value_s,t_base_s,approximate,source_url,note")
+ROWS = [
+    "A,llama-3.1-8b,h100-sxm,roofline,x,1,1,1,bf16,,1,,1000,200,random,tpot,0.01,0.01,no,https://a.org/1,",
+    "A,llama-3.1-8b,h100-sxm,roofline,x,1,1,1,bf16,,32,,1000,200,random,inv_tput,0.02,0.02,no,https://a.org/1,",
+    "A,llama-3.1-8b,h100-sxm,roofline,x,1,1,1,bf16,fp8,32,,1000,200,random,e2e_request_latency,4,4,no,https://a.org/1,",
+    "B,llama-3.1-8b,no-such-gpu,vllm,x,1,1,1,bf16,,8,,1000,200,random,tpot,0.01,0.01,no,https://b.org/2,",
+]
+
+
+def write(tmp_path, rows, header=HEADER):
+    p = tmp_path / "steps.csv"
+    p.write_text(header + "\n" + "\n".join(rows) + "\n")
+    return p
+
+
+def test_rows_parse_and_an_unknown_gpu_is_skipped_with_its_reason(tmp_path):
+    rows = measured.load(write(tmp_path, ROWS))
+    assert [r.is_step for r in rows] == [True] * 4 and rows[2].kv_dtype == "fp8" and rows[1].load_kind == "concurrency"
+    assert rows[3].unsupported and "no-such-gpu" in rows[3].unsupported
+    df, s = validate.evaluate(rows)
+    p = s["plain_steps"]
+    assert (p["rows"], p["rows_scored"], p["rows_unsupported"]) == (4, 3, 1) and s["rows"] == 0
+    assert "no-such-gpu" in p["unsupported_reasons"][0]
+    assert p["sources_scored"] == 1 and p["worst_source"]["source"] == "a.org/1"
+    assert set(p["groups"]["metric"]) == {"tpot", "inv_tput", "e2e_request_latency"}
+
+
+@pytest.mark.parametrize("edit, msg", [
+    (lambda r: r.replace(",tpot,", ",tbt,"), "column metric: 'tbt'; expected one of inv_tput"),
+    (lambda r: r.replace(",1,,1000", ",1,3,1000"), "exactly one of concurrency, qps and batch"),
+    (lambda r: r.replace(",0.01,0.01,", ",-1,0.01,"), "column value_s: '-1'; expected seconds > 0"),
+    (lambda r: r.replace(",bf16,,", ",bf16,fp7,"), "column kv_dtype: 'fp7'"),
+    (lambda r: r.replace(",1,,1000", ",0,,1000"), "column concurrency: '0'"),
+])
+def test_bad_cells_name_line_column_value_and_range(tmp_path, edit, msg):
+    with pytest.raises(SpecError, match=msg.replace("(", r"\(")):
+        measured.load(write(tmp_path, [edit(ROWS[0])]))
+
+
+def test_concurrency_satisfies_littles_law_and_metrics_follow():
+    """N = X * E2E at the solved rate; inv_tput = N / (X L_out); tpot is the plain side's TPOT there."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    rows = steps.check_buildable([steps.StepRow(line=2, series="A", target="llama-3.1-8b", hardware="h100-sxm",
+                                                tp=1, weight_dtype="bf16", input_len=1000.0, output_len=200.0,
+                                                metric="inv_tput", value_s=0.02, source_url="u", engine="roofline",
+                                                concurrency=32)])
+    stacked = steps.stack(rows, [engines.load("roofline")], dtype=jnp.float64)
+    h, p, t, d, x = (jax.tree.map(lambda a: a[0], tree) for tree in stacked)
+    rate, side, t_dec, queued = validate.decode_batch_at_concurrency(h, p, t, d, x, jnp.float64(32.0), iters=60)
+    assert not bool(queued) and float(rate * side.e2e_s) == pytest.approx(32.0, rel=1e-6)
+    assert 1.0 < float(side.batch) <= 32.0 and float(t_dec) <= float(side.iteration_s)
+    codes = {m: validate.METRIC_CODES.index(m) for m in validate.METRIC_CODES}
+    kind, n = jnp.asarray(0), jnp.float64(32.0)
+    inv, _ = validate.plain_metric(h, p, t, d, x, kind, n, codes["inv_tput"], iters=60)
+    tpot, b = validate.plain_metric(h, p, t, d, x, kind, n, codes["tpot"], iters=60)
+    assert float(inv) == pytest.approx(32.0 / (float(rate) * 200.0), rel=1e-6)
+    assert float(tpot) == pytest.approx(float(side.tpot_s), rel=1e-9) and float(b) == pytest.approx(float(side.batch))
+
+
+def test_a_fixed_batch_row_is_the_plain_decode_step(tmp_path):
+    """A row at a decode batch: decode_step is step()'s t_target_s at B and context L_in + L_out / 2."""
+    from specjax.inputs.scenario import Scenario
+
+    path = write(tmp_path, ["C,llama-3.1-8b,h100-sxm,roofline,x,1,1,1,bf16,,,,1000,200,offline,decode_step,0.01,0.01,"
+                            "no,https://c.org,,16"], HEADER + ",batch")
+    df, s = validate.evaluate(measured.load(path))
+    want = step(*Scenario("llama-3.1-8b", "h100-sxm", drafter="ngram", k=1, alpha=0.5, batch=16, context=1100,
+                          engine="roofline").build()).t_target_s
+    assert df["predicted_s"][0] == pytest.approx(float(want), rel=1e-5) and df["predicted_batch"][0] == 16
+
+
+def test_cli_json_has_the_plain_block(tmp_path, capsys):
+    from specjax.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["validate", str(write(tmp_path, ROWS[:2])), "--json"])
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert e.value.code == 0 and out["plain_steps"]["rows_scored"] == 2
+    assert np.isfinite(out["plain_steps"]["median_ape"])
