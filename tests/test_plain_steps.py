@@ -63,8 +63,10 @@ def test_concurrency_satisfies_littles_law_and_metrics_follow():
                                                 concurrency=32)])
     stacked = steps.stack(rows, [engines.load("roofline")], dtype=jnp.float64)
     h, p, t, d, x = (jax.tree.map(lambda a: a[0], tree) for tree in stacked)
-    rate, side, t_dec, queued = validate.decode_batch_at_concurrency(h, p, t, d, x, jnp.float64(32.0), iters=60)
-    assert not bool(queued) and float(rate * side.e2e_s) == pytest.approx(32.0, rel=1e-6)
+    side = validate.plain_at_concurrency(h, p, t, d, x, jnp.float64(32.0))
+    rate = side.throughput_req_s
+    t_dec = step(h, p, t, d, x.replace(batch=side.batch)).t_target_s
+    assert not bool(side.queued) and float(rate * side.e2e_s) == pytest.approx(32.0, rel=1e-6)
     assert 1.0 < float(side.batch) <= 32.0 and float(t_dec) <= float(side.iteration_s)
     codes = {m: validate.METRIC_CODES.index(m) for m in validate.METRIC_CODES}
     kind, n = jnp.asarray(0), jnp.float64(32.0)

@@ -19,8 +19,8 @@
   with a reason.
 - Plain step times (`inputs.steps`: no speculation, at a closed-loop concurrency, a request rate or a
   decode batch) are scored in their own block (`plain_steps`) on the predicted plain time of the metric
-  the row names (`plain_metric`); a concurrency goes through `decode_batch_at_concurrency`, an
-  approximation until the closed-loop model (MODEL.md 6.1) lands.
+  the row names (`plain_metric`); a concurrency goes through the closed loop of MODEL.md 6.1
+  (`plain_at_concurrency`).
 - Headline numbers are also source-balanced (`source_balanced`): the median over sources of each
   source's median APE, and the worst source, so that one source with many easy rows cannot carry the
   pooled median.
@@ -36,6 +36,7 @@ from ..cost.acceptance import alpha_from_tokens, alpha_from_tree_tokens
 from ..cost.speculative import step
 from ..cost.status import Point, Serving
 from ..inputs import measured, steps
+from ..search import concurrency as _concurrency
 from ..search import serving
 
 ROLES = ("level", "shape", "anchor", "inconsistent", "unsupported")  # what each row is in the protocol
@@ -204,34 +205,12 @@ def source_balanced(df, roles=("level", "shape")):
                 sources_scored=int(per.height))
 
 
-def decode_batch_at_concurrency(h, p, t, d, x, n, iters=40):
+def plain_at_concurrency(h, p, t, d, x, n):
     """The plain side at closed-loop concurrency `n` (one row; `x.load` gives the lengths and the
-    engine's limits), as (request rate X, `serving.Side` at X, pure decode step time at its batch,
-    queued flag).
-
-    AN APPROXIMATION, kept in this one function so that the closed-loop model of MODEL.md 6.1 (being
-    written in `search.serving`) can replace it: the open-loop fixed point of MODEL.md 6 at the rate X
-    with n = X * E2E(X) (Little's law over the whole request, E2E of an admitted request), found by
-    bisection in log X below the plain side's capacity lambda(B_cap). Where even the capacity gives
-    X * E2E < n, the excess requests queue (memory or max_num_seqs binds): X is the capacity and the
-    wait shows only in E2E = n / X, never in TPOT. Arrivals are taken as Poisson-like (the open-loop
-    TTFT), not the closed loop's replace-on-finish."""
-    m = serving.sides(h, p, t, d, x)
-    lam_cap = serving.rate_of(m.t_of, m.tau, m.c_p, x.load, m.cap)[0]
-    hi = lam_cap * (1.0 - 1e-6)
-
-    def base_at(rate):
-        both = serving.side(m.t_of, m.tau, m.c_p, x.load, m.cap, rate, iters)
-        return serving.Side(*(f[0] for f in both))
-
-    def short(u):  # fewer than n requests in flight at rate exp(u)
-        return jnp.exp(u) * base_at(jnp.exp(u)).e2e_s < n
-
-    u = bisect(short, jnp.log(hi * 1e-9), jnp.log(hi), iters)
-    queued = short(jnp.log(hi))
-    rate = jnp.where(queued, hi, jnp.exp(u))
-    side = base_at(rate)
-    return rate, side, m.t_of(jnp.stack([side.batch, side.batch]))[0], queued
+    engine's limits): the closed loop of MODEL.md 6.1 (`search.concurrency.closed`), its `ClosedSide`
+    (request throughput X with n = X E2E, the decode batch, ITL, TPOT, TTFT, E2E; excess clients queue
+    for a slot beyond the batch cap)."""
+    return _concurrency.closed(h, p, t, d, x, concurrency=n).base
 
 
 METRIC_CODES = tuple(steps.METRICS)  # the order of `plain_metric`'s codes
@@ -246,12 +225,13 @@ def plain_metric(h, p, t, d, x, kind, n, metric, iters=40):
     - e2e_request_latency: n / X at a concurrency (queueing included), E2E at a rate;
     - decode_step: the pure decode step T_target(B, 1) at the row's batch.
     At a fixed batch every per-token metric is T_target(B, 1) and E2E is L_out of them."""
-    rate_c, side_c, _, _ = decode_batch_at_concurrency(h, p, t, d, x, n, iters)
+    side_c = plain_at_concurrency(h, p, t, d, x, n)
+    rate_c = side_c.throughput_req_s
     side_q = serving.serve(h, p, t, d, x).base
     t_b = step(h, p, t, d, x).t_target_s
     l_out = x.load.output_len
     conc = dict(tpot=side_c.tpot_s, itl=side_c.iteration_s, itl_p50=n / (rate_c * l_out),
-                inv_tput=n / (rate_c * l_out), e2e_request_latency=n / rate_c, decode_step=jnp.nan)
+                inv_tput=n / (rate_c * l_out), e2e_request_latency=side_c.e2e_s, decode_step=jnp.nan)
     rate = dict(tpot=side_q.tpot_s, itl=side_q.iteration_s, itl_p50=side_q.e2e_s / l_out,
                 inv_tput=side_q.e2e_s / l_out, e2e_request_latency=side_q.e2e_s, decode_step=jnp.nan)
     fixed = dict(tpot=t_b, itl=t_b, itl_p50=t_b, inv_tput=t_b, e2e_request_latency=l_out * t_b, decode_step=t_b)
