@@ -9,8 +9,9 @@ dataset share one acceptance), `t_base_s` and `t_sd_step_s` (measured step times
 `kv_dtype` (the KV-cache dtype; empty: the engine's default). A file with `value_s` and no `drafter`
 column holds plain step times under load instead (`inputs.steps`). Rows per request rate (MODEL.md 6)
 give `qps`, `input_len`, `output_len` and `measured_ratio` (baseline / speculative latency; `metric`
-tpot or e2e_request_latency) in place of `batch`, `context` and `measured_speedup` (a file of such rows may omit those three columns), and optionally
-`max_num_seqs`.
+tpot or e2e_request_latency) in place of `batch`, `context` and `measured_speedup` (a file of such rows
+may omit those three columns), and optionally `max_num_seqs`. The columns of model inputs and their
+ranges are the catalogue's (`catalogue.CSV`).
 
 A malformed value (a number that is not a number, an alpha above 1) is an error naming the file, the
 line, the column, the value and what is allowed. A row the model cannot represent (an unknown slug or
