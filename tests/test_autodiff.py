@@ -199,8 +199,8 @@ KINK_CASES = [  # found by a random search: the relaxed optimum sits past a roof
 def test_optax_k_star_equals_brute_force_on_a_roofline_kink(case, monkeypatch):
     """Qwen3-235B with n-gram drafting on 8 MI300X (one roofline per pass): without the integer hill
     climb the gradient search stops one k past the optimum; with it, k* equals brute force."""
-    sc = Scenario(engine="roofline",
-                  target="qwen3-235b-a22b", hardware="mi300x", drafter="ngram", tp=8, k=3, roofline="pass", **case)
+    sc = Scenario(**{"engine": "roofline", **case}, target="qwen3-235b-a22b", hardware="mi300x", drafter="ngram",
+                  tp=8, k=3, roofline="pass")
     trees = sc.build(jnp.float32)
     k_bf, s_bf = _brute(*trees, k_max=16)
     got = _search(*trees, k_max=16)

@@ -338,7 +338,7 @@ def test_calibrated_terms_bounds_and_starts_come_from_the_catalogue(monkeypatch)
     import importlib
 
     toy = dataclasses.replace(catalogue.INPUTS["draft_overhead_s"], name="toy_overhead_s", leaves=("toy_overhead_s",),
-                              fit=(0.0, 1e-3))
+                              fit=(0.0, 1e-3), prior=None, start=None)
     monkeypatch.setitem(catalogue.ENGINE, "toy_overhead_s", toy)
     monkeypatch.setitem(catalogue.FIT, "toy_overhead_s", toy)
     try:

@@ -22,7 +22,7 @@ from specjax.search import serving
 
 F64 = jnp.float64
 BLOG = dict(target="llama-3-70b", hardware="h100-sxm", drafter="model", draft="qwama-0.5b", tp=4, draft_tp=1, k=4,
-            alpha=0.7, engine="vllm", input_len=256, output_len=256)
+            alpha=0.7, engine="vllm", input_len=256, output_len=256, max_num_seqs=256, chunk_tokens=2048)
 CLOSED = jax.jit(cc.closed)
 
 # plain numbers: t_step(B) = a + b B; (L_out - 1) / tau whole so that the simulation's steps are exact
@@ -239,7 +239,8 @@ def test_api_and_cli_concurrency(capsys):
     assert r["curve_status"] == "stops_paying" and r["inputs"]["input_len"] == 256
     args = ["serve", "--target", "llama-3-70b", "--hardware", "h100-sxm", "--drafter", "model", "--draft",
             "qwama-0.5b", "--tp", "4", "--draft-tp", "1", "--k", "4", "--alpha", "0.7", "--engine", "vllm",
-            "--input-len", "256", "--output-len", "256", "--concurrency", "1", "--concurrency", "64",
+            "--input-len", "256", "--output-len", "256", "--max-num-seqs", "256", "--chunk-tokens", "2048",
+            "--concurrency", "1", "--concurrency", "64",
             "--concurrency", "1000"]
     with pytest.raises(SystemExit) as e:
         main(args + ["--json"])
@@ -276,6 +277,8 @@ k = 4
 alpha = 0.7
 input_len = 256
 output_len = 256
+max_num_seqs = 256
+chunk_tokens = 2048
 {extra}
 [axes]
 {axes}

@@ -112,12 +112,7 @@ def closed_loop(r, as_json):
     if any(p["prefill_bound_base"] or p["prefill_bound_sd"] for p in r["points"]):
         print("prefill-bound: prompt tokens per iteration exceed --chunk-tokens at some concurrency")
     st = r["curve_status"]
-    off = _q(r["switch_off_concurrency"])
-    words = {"stops_paying": f"speculation lowers E2E up to {off} clients (switch-off concurrency)",
-             "helps_throughout": "speculation lowers E2E at every concurrency",
-             "never_helps": "speculation never lowers E2E here",
-             "hurts_at_small_batch": f"speculation raises E2E at one client; switch-off concurrency {off}",
-             "helps_with_dips": f"speculation pays at one client and at capacity, not in between (first "
-                                f"concurrency where it does not: {_q(r['first_crossing_concurrency'])})"}
-    print(words[st] + f" (status {st}; E2E ratio {r['ratio_e2e_one_client']:.3f} at one client)")
+    sentence = Curve.of(st).text("over_clients", switch_off_concurrency=_q(r["switch_off_concurrency"]),
+                                 first_crossing_concurrency=_q(r["first_crossing_concurrency"]))
+    print(sentence + f" (status {st}; E2E ratio {r['ratio_e2e_one_client']:.3f} at one client)")
     print_inputs(r["inputs"])

@@ -77,26 +77,32 @@ class Curve(_Status):
     rates (MODEL.md 6).
 
     Sentences: `over_batch` (what `crossover` says, fields crossover_batch, batch_bound, pays_from,
-    pays_to), `over_rate` (what `serve` says, fields switch_off_qps, first_crossing_qps) and `tag` (a
-    figure's legend where the curve has no switch-off rate)."""
+    pays_to), `over_rate` (what `serve` says, fields switch_off_qps, first_crossing_qps), `tag` (a
+    figure's legend where the curve has no switch-off rate) and `over_clients` (what `serve --concurrency`
+    says, fields switch_off_concurrency, first_crossing_concurrency)."""
 
-    SENTENCES = enum.nonmember(("over_batch", "over_rate", "tag"))
+    SENTENCES = enum.nonmember(("over_batch", "over_rate", "tag", "over_clients"))
 
     STOPS_PAYING = (0, "S >= 1 at batch 1, S < 1 beyond the switch-off batch B_off",
                     "speculation stops paying at batch B_off = {crossover_batch}",
-                    "speculation lowers TPOT up to {switch_off_qps} req/s (switch-off rate)", "")
+                    "speculation lowers TPOT up to {switch_off_qps} req/s (switch-off rate)", "",
+                    "speculation lowers E2E up to {switch_off_concurrency} clients (switch-off concurrency)")
     HELPS_THROUGHOUT = (1, "S >= 1 on the whole range",
                         "speculation pays at every batch up to the bound {batch_bound}",
-                        "speculation lowers TPOT at every sustainable rate", "pays at every sustainable rate")
+                        "speculation lowers TPOT at every sustainable rate", "pays at every sustainable rate",
+                        "speculation lowers E2E at every concurrency")
     NEVER_HELPS = (2, "S < 1 on the whole range", "speculation never pays on [1, {batch_bound}]",
-                   "speculation never lowers TPOT here", "never pays")
+                   "speculation never lowers TPOT here", "never pays", "speculation never lowers E2E here")
     HURTS_AT_SMALL_BATCH = (3, "S < 1 at batch 1 but S >= 1 somewhere (pays_between says where)",
                             "speculation hurts at small batch and pays between {pays_from} and {pays_to}",
-                            "speculation raises TPOT at low load; switch-off rate {switch_off_qps}", "")
+                            "speculation raises TPOT at low load; switch-off rate {switch_off_qps}", "",
+                            "speculation raises E2E at one client; switch-off concurrency {switch_off_concurrency}")
     HELPS_WITH_DIPS = (4, "S >= 1 at batch 1 and at the bound, S < 1 in between (the dips)",
                        "speculation pays at batch 1 and at the bound {batch_bound}, with dips",
                        "speculation pays at low load and at capacity, not in between (first rate where it does "
-                       "not: {first_crossing_qps})", "")
+                       "not: {first_crossing_qps})", "",
+                       "speculation pays at one client and at capacity, not in between (first concurrency where "
+                       "it does not: {first_crossing_concurrency})")
     INVALID_INPUT = 5, "the combination of inputs is not physical"
 
 

@@ -1,6 +1,7 @@
 """Checks of one CSV cell, shared by the measurement readers (`inputs.measured`, `inputs.steps`):
 errors name the file, the line, the column, the value and what is allowed."""
 
+import dataclasses
 import math
 import pathlib
 
@@ -38,3 +39,36 @@ def model_input(p, line, col, raw, optional=True):
 def known(value, slugs):
     """A preset slug or an existing file path."""
     return bool(value) and (value in slugs or pathlib.Path(value).is_file())
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Measured:
+    """What every measured row carries, speedup (`measured.Row`) or plain step time (`steps.StepRow`):
+    where it is in its file and where it comes from, the target on its hardware and layout, and the
+    engine it ran under."""
+
+    line: int
+    series: str
+    target: str
+    hardware: str
+    tp: int
+    weight_dtype: str
+    source_url: str
+    engine: str = ""
+    ep: int = 1
+    dp_attention: int = 1
+    kv_dtype: str | None = None
+    concurrency: int | None = None
+    qps: float | None = None
+    dataset: str = ""
+    unsupported: str | None = None
+
+    @property
+    def source(self):
+        """Short label of where the row comes from (the URL without its scheme)."""
+        return self.source_url.split("://", 1)[-1].removeprefix("www.")
+
+    @property
+    def engine_name(self):
+        """The engine profile this row is predicted with by default (its column, or the default engine)."""
+        return self.engine or catalogue.INPUTS["engine"].default

@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from .. import catalogue
-from . import drafters, engines, scheduler, steps
+from . import cells, drafters, engines, scheduler, steps
 from . import hardware as _hw
 from . import models as _models
 from .cells import err as _err, known as _known, model_input as _input, number as _number
@@ -58,41 +58,28 @@ DEFAULT_ENGINE = engines.DEFAULT  # rows with an empty engine column
 MAX_BYTES = 64 << 20
 
 
-@dataclasses.dataclass(frozen=True)
-class Row:
-    line: int
-    series: str
-    target: str
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Row(cells.Measured):
+    """One measured speedup (or TPOT / E2E ratio at a request rate) and the inputs it was measured at."""
+
     drafter: str
     draft: str | None
-    hardware: str
-    tp: int
     batch: float
     k: int
     alpha: float | None
     tau: float | None
     context: float
-    weight_dtype: str
     speedup: float
     metric: str
-    source_url: str
     t_base_s: float | None = None
     t_sd_step_s: float | None = None
-    engine: str = ""
     expert_locality: float = 0.0
-    dataset: str = ""
-    ep: int = 1
-    dp_attention: int = 1
     draft_tp: int | None = None
     tree_topk: int | None = None
     tree_tokens: int | None = None
-    qps: float | None = None
     input_len: float | None = None
     output_len: float | None = None
     max_num_seqs: int | None = None
-    kv_dtype: str | None = None
-    concurrency: int | None = None
-    unsupported: str | None = None
 
     is_step = False  # a speedup row (plain step-time rows: `inputs.steps.StepRow`)
 
@@ -100,11 +87,6 @@ class Row:
     def is_rate(self):
         """A row given per request rate (qps, lengths, measured_ratio) rather than per batch."""
         return self.qps is not None
-
-    @property
-    def source(self):
-        """Short label of where the row comes from (the URL without its scheme)."""
-        return self.source_url.split("://", 1)[-1].removeprefix("www.")
 
     @property
     def acceptance_group(self):
@@ -119,11 +101,6 @@ class Row:
         whose checks depend on its depth)."""
         tree = (self.tree_topk, self.tree_tokens, self.k) if self.tree_topk is not None else None
         return (self.tp, self.ep, self.dp_attention, self.draft_tp, tree)
-
-    @property
-    def engine_name(self):
-        """The engine profile this row is predicted with by default (its column, or `DEFAULT_ENGINE`)."""
-        return self.engine or DEFAULT_ENGINE
 
     def scenario(self, hardware=None, roofline="operator"):
         """The row's model inputs (its catalogue columns) as a `Scenario` on the hardware file alone: the

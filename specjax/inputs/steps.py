@@ -35,42 +35,18 @@ OPTIONAL = ("engine", "engine_version", "ep", "dp_attention", "kv_dtype", "concu
 LOADS = ("concurrency", "qps", "batch")  # exactly one per row
 
 
-@dataclasses.dataclass(frozen=True)
-class StepRow:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StepRow(cells.Measured):
     """One measured plain-decoding time (seconds) and the load it was measured under."""
 
-    line: int
-    series: str
-    target: str
-    hardware: str
-    tp: int
-    weight_dtype: str
     input_len: float
     output_len: float
     metric: str
     value_s: float
-    source_url: str
-    engine: str = ""
-    ep: int = 1
-    dp_attention: int = 1
-    kv_dtype: str | None = None
-    concurrency: int | None = None
-    qps: float | None = None
     batch: float | None = None
-    dataset: str = ""
     approximate: bool = False
-    unsupported: str | None = None
 
     is_step = True  # a plain step-time row (rows of `inputs.measured` are speedups)
-
-    @property
-    def source(self):
-        """Short label of where the row comes from (the URL without its scheme)."""
-        return self.source_url.split("://", 1)[-1].removeprefix("www.")
-
-    @property
-    def engine_name(self):
-        return self.engine or engines.DEFAULT
 
     @property
     def load_kind(self):
