@@ -6,32 +6,28 @@ import re
 ROOT = pathlib.Path(__file__).parents[1]
 
 
-def test_readme_python_blocks_run():
-    text = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
-    assert blocks, "README has a Python example"
-    for code in blocks:
-        exec(compile(code, "README.md", "exec"), {})
-
-
-def test_readme_python_example_equals_the_cli(capsys):
-    """The README's first Python example says it prints what `specjax point --json` prints for the same
-    inputs: one default engine for both (they used to differ, 2.134 against 1.914)."""
+def test_readme_python_blocks_run_and_the_first_equals_the_cli(capsys):
+    """Every Python block of the README runs as written; the first says it prints what `specjax point
+    --json` prints for the same inputs: one default engine for both (they used to differ, 2.134 against
+    1.914)."""
     import contextlib
     import io
     import json
 
+    import pytest
+
     from specjax import cli
 
-    code = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)[0]
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    assert blocks, "README has a Python example"
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        exec(compile(code, "README.md", "exec"), {})
+        for code in blocks:
+            exec(compile(code, "README.md", "exec"), {})
     python_speedup = float(out.getvalue().split()[0])
     capsys.readouterr()
-    with __import__("pytest").raises(SystemExit) as e:
+    with pytest.raises(SystemExit) as e:
         cli.main(["point", "--target", "gpt-oss-120b", "--hardware", "h200", "--drafter", "eagle", "--draft",
                   "eagle3-gpt-oss-120b", "--batch", "64", "--k", "3", "--alpha", "0.7", "--kv-dtype", "fp8", "--json"])
     assert e.value.code in (0, None)
-    cli_speedup = json.loads(capsys.readouterr().out)["speedup"]
-    assert python_speedup == cli_speedup
+    assert python_speedup == json.loads(capsys.readouterr().out)["speedup"]
