@@ -36,8 +36,6 @@ def apply(point, hw, deploy, target, dec, experts_hold="expert_size"):
     `invalid` is True where the combination is not physical (top_k > n_experts, an accepted
     length above k + 1); such points get status `invalid_input`, never a silent number.
     """
-    if any(name in point for name in ("ep", "dp_attention", "draft_tp")):
-        deploy = deploy.replace(parallel=True)  # the layout varies per point: the general kernels
     trees = {"hw": hw, "deploy": deploy, "target": target, "op": dec, "load": dec.load}
     invalid = jnp.zeros((), bool)
     for name, value in point.items():

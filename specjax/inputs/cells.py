@@ -36,6 +36,24 @@ def model_input(p, line, col, raw, optional=True):
                   integer=row.integer, optional=optional)
 
 
+def check_buildable(rows):
+    """Mark rows whose configuration the model cannot build (a layout it does not divide by, a drafter that
+    does not fit its target) unsupported, with the reason; rows sharing a `build_key` are checked once."""
+    cache, out = {}, []
+    for r in rows:
+        if r.unsupported is None:
+            if r.build_key not in cache:
+                try:
+                    r.scenario().check()
+                    cache[r.build_key] = None
+                except SpecError as e:
+                    cache[r.build_key] = str(e)
+            if cache[r.build_key]:
+                r = dataclasses.replace(r, unsupported=cache[r.build_key])
+        out.append(r)
+    return out
+
+
 def known(value, slugs):
     """A preset slug or an existing file path."""
     return bool(value) and (value in slugs or pathlib.Path(value).is_file())

@@ -32,6 +32,7 @@ from .. import catalogue
 from . import cells, drafters, engines, scheduler, steps
 from . import hardware as _hw
 from . import models as _models
+from .cells import check_buildable
 from .cells import err as _err, known as _known, model_input as _input, number as _number
 from .dtypes import BYTES_PER_ELEMENT, canonical
 from ..errors import SpecError, read_text
@@ -101,6 +102,11 @@ class Row(cells.Measured):
         whose checks depend on its depth)."""
         tree = (self.tree_topk, self.tree_tokens, self.k) if self.tree_topk is not None else None
         return (self.tp, self.ep, self.dp_attention, self.draft_tp, tree)
+
+    @property
+    def build_key(self):
+        """What `Scenario.check` of the row depends on (`cells.check_buildable` checks each once)."""
+        return (self.target, self.drafter, self.draft, self.hardware, self.layout, self.weight_dtype)
 
     def scenario(self, hardware=None, roofline="operator"):
         """The row's model inputs (its catalogue columns) as a `Scenario` on the hardware file alone: the
@@ -231,24 +237,6 @@ def load(path):
     if all(r.unsupported for r in rows):
         raise SpecError(f"{p}: no row can be evaluated; line {rows[0].line}, {rows[0].unsupported}")
     return rows
-
-
-def check_buildable(rows):
-    """Mark rows whose configuration the model cannot build (tensor parallelism, drafter) unsupported."""
-    cache, out = {}, []
-    for r in rows:
-        if r.unsupported:
-            out.append(r)
-            continue
-        key = (r.target, r.drafter, r.draft, r.hardware, r.layout, r.weight_dtype)
-        if key not in cache:
-            try:
-                r.scenario().check()
-                cache[key] = None
-            except SpecError as e:
-                cache[key] = str(e)
-        out.append(dataclasses.replace(r, unsupported=cache[key]) if cache[key] else r)
-    return out
 
 
 def engine_profile(name, profiles=None):

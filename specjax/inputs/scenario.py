@@ -1,8 +1,9 @@
 """A validated operating point in plain Python values, and its conversion to kernel pytrees.
 
-`Scenario` is what the CLI and sweep specs produce: labels (preset slugs or file paths) and
-numbers, checked at construction with messages naming the field, the value and the allowed
-range. `Scenario.build()` loads the presets and returns `(Hardware, Model, Model, Decode)`.
+`Scenario` is what the CLI, sweep specs, measurement rows and the Python API produce: one field per
+input of the catalogue that a scenario carries (`catalogue.SCENARIO`), checked at construction with
+messages naming the field, the value and the allowed range. `Scenario.build()` loads the presets and
+returns `(Hardware, Deployment, target Model, draft Model, Decode)`.
 """
 
 import dataclasses

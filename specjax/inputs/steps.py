@@ -15,6 +15,7 @@ import dataclasses
 
 from ..errors import SpecError
 from . import cells, engines
+from .cells import check_buildable
 from . import hardware as _hw
 from . import models as _models
 from .dtypes import BYTES_PER_ELEMENT, canonical
@@ -56,6 +57,11 @@ class StepRow(cells.Measured):
     @property
     def layout(self):
         return (self.tp, self.ep, self.dp_attention)
+
+    @property
+    def build_key(self):
+        """What `Scenario.check` of the row depends on (`cells.check_buildable` checks each once)."""
+        return (self.target, self.hardware, self.layout, self.weight_dtype, self.kv_dtype)
 
     def scenario(self, roofline="operator"):
         """The row as a `Scenario` on the hardware file alone (the engine profile is applied by the
@@ -128,24 +134,6 @@ def rows(df, p):
     return check_buildable(out)
 
 
-def check_buildable(rows_):
-    """Mark rows whose configuration the model cannot build (a layout it does not divide by) unsupported."""
-    cache, out = {}, []
-    for r in rows_:
-        if r.unsupported is None:
-            key = (r.target, r.hardware, r.layout, r.weight_dtype, r.kv_dtype)
-            if key not in cache:
-                try:
-                    r.scenario().check()
-                    cache[key] = None
-                except SpecError as e:
-                    cache[key] = str(e)
-            if cache[key]:
-                r = dataclasses.replace(r, unsupported=cache[key])
-        out.append(r)
-    return out
-
-
 def stack(rows_, profiles, dtype=None, roofline="operator"):
     """Pytrees of supported plain rows stacked on a leading axis: (Hardware, Deployment, target, draft,
     Decode). Each row's engine profile (`profiles`, one `EngineProfile` per row) is applied to its
@@ -163,7 +151,7 @@ def stack(rows_, profiles, dtype=None, roofline="operator"):
     default = engines.load(engines.DEFAULT)
     built, out = {}, []
     for r, prof in zip(rows_, profiles):
-        key = (r.target, r.hardware, r.layout, r.weight_dtype, r.kv_dtype, id(prof))
+        key = (*r.build_key, id(prof))
         if key not in built:
             sc = r.scenario(roofline)
             try:

@@ -128,10 +128,9 @@ SIDE_COLUMNS = (("throughput_req_s", "request_throughput", "_req_s"), ("batch", 
                 ("throughput_tok_s", "throughput", "_tok_s"), ("queue_s", "queue", "_s"))
 
 
-def side_columns(closed, fields=tuple(f for f, _, _ in SIDE_COLUMNS)):
+def side_columns(closed, fields=None):
     """Both sides' `fields` as flat named values: tpot_base_s, request_throughput_sd_req_s, ..."""
-    return {f"{stem}_{which}{unit}": getattr(getattr(closed, which), field) for which in ("base", "sd")
-            for field, stem, unit in SIDE_COLUMNS if field in fields}
+    return _serving.side_columns(closed, fields, SIDE_COLUMNS)
 
 
 def status_of(base, sd):

@@ -165,11 +165,12 @@ SIDE_COLUMNS = (("batch", "batch", ""), ("iteration_s", "itl", "_s"), ("tpot_s",
                 ("ttft_s", "ttft", "_s"), ("e2e_s", "e2e", "_s"), ("throughput_tok_s", "throughput", "_tok_s"))
 
 
-def side_columns(served, fields=tuple(f for f, _, _ in SIDE_COLUMNS)):
-    """Both sides' `fields` as flat named values: tpot_base_s, tpot_sd_s, batch_base, ... (the names of
-    `specjax serve` JSON and of serving sweep columns)."""
+def side_columns(served, fields=None, columns=SIDE_COLUMNS):
+    """Both sides' `fields` (default: every field of `columns`, a table of (field, stem, unit)) as flat
+    named values: tpot_base_s, tpot_sd_s, batch_base, ... (the names of `specjax serve` JSON and of
+    serving sweep columns; the closed loop passes its own table)."""
     return {f"{stem}_{which}{unit}": getattr(getattr(served, which), field) for which in ("base", "sd")
-            for field, stem, unit in SIDE_COLUMNS if field in fields}
+            for field, stem, unit in columns if fields is None or field in fields}
 
 
 def status_of(base, sd):
