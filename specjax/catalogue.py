@@ -52,8 +52,10 @@ class Input:
       fit: calibration bounds (lo, hi) where calibration may fit it, else None.
       integer: only whole numbers are allowed. symbol: the name used in range messages (default name).
       engine: a key of engine profiles (MODEL.md 1.2): "efficiency" (an achieved fraction of the silicon,
-        which transfers across engines) or "overhead" (the engine's software: host scheduling, launches,
-        bookkeeping, measured to differ several-fold between engines); None for other inputs.
+        which transfers across engines), "per_token" (bytes each token moves outside the weight GEMMs, in
+        d_model-wide vectors: a property of the engine's kernels, charged at the silicon's bandwidth) or
+        "overhead" (the engine's software: host scheduling, launches, bookkeeping, measured to differ
+        several-fold between engines); None for other inputs.
       typical: a typical value; a positive value out of range gets a "did you mean" hint that
         rescales it by a power of 1000 towards it (a unit mistake: TB/s written as 3.2).
       kind: "number" (a range), "choice" (one of `choices`), "registered" (a name in the registry its
@@ -264,7 +266,7 @@ _ALL = (
     _i("memory_fraction", "deploy", "memory_fraction", 0, 1, "usable fraction of HBM", fixed=True,
        sensitivity=False, lo_open=True, symbol="u", default=0.9, help="Usable fraction of HBM.", group="system",
        **_S),
-    _c("engine", "name", "vllm", "Engine profile: vllm, sglang, trtllm (fitted on published data), an engine "
+    _c("engine", "name", "vllm", "Engine profile: vllm, sglang, trtllm, atom (fitted on published data), an engine "
        "TOML, or roofline (the pure model).", "system", pair=True, csv="engine"),
     _i("expert_locality", "op", "expert_locality", 0, 1, "workload: 0 independent routing, 1 identical",
        fixed=True, default=0.0, help="MoE expert locality of the workload: 0 = sequences route independently, "
@@ -321,6 +323,10 @@ _ALL = (
        fit=(0.0, 1.0), engine="efficiency", prior=0.0, start=0.2, group="system"),
     _i("prefill_efficiency", "hw", "prefill_efficiency", 0, 1, "achieved / peak FLOP/s of prefill (eta_P)",
        profile=True, fit=(0.2, 1.0), lo_open=True, engine="efficiency", prior=1.0, start=0.6, group="system"),
+    _i("activation_traffic", "hw", "activation_traffic", 0, 1e5, "d_model-wide 16-bit vectors per token per layer",
+       profile=True, fit=(0.0, 2000.0), engine="per_token", prior=0.0, start=20.0, group="system"),
+    _i("expert_traffic", "hw", "expert_traffic", 0, 1e5, "d_model-wide 16-bit vectors per token per routed expert "
+       "per MoE layer", profile=True, fit=(0.0, 2000.0), engine="per_token", prior=0.0, start=10.0, group="system"),
     # the target's shape (sweep axes and sensitivities; a model's own numbers come from its config)
     _i("n_experts", "target", "n_experts", 1, 1e6, "routed experts E", group="system"),
     _i("top_k", "target", "top_k", 1, 1e6, "experts per token r", group="system"),

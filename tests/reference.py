@@ -123,7 +123,17 @@ def t_pass(m, hw, batch, q, ctx, tp=1.0, mode="operator", locality=0.0, lay=None
         return 0.0
     overhead = (hw["fixed_overhead_s"] + m["n_layers"] * hw.get("layer_overhead_s", 0.0)  # MODEL.md 1.2
                 + m.get("n_kernels", 0.0) * hw.get("kernel_overhead_s", 0.0))
-    return roof + communication(hw, m, n, lay) + overhead
+    return roof + communication(hw, m, n, lay) + overhead + token_traffic(m, hw, n, lay)
+
+
+def token_traffic(m, hw, n, lay=None):
+    """MODEL.md 1.2's per-token cost, per GPU: n / d_a tokens each move `activation_traffic` d-wide bf16
+    vectors per layer (replicated over tp), and the n r token-expert pairs, split over the ep ranks, move
+    `expert_traffic` vectors per MoE layer; all at eta_W W."""
+    lay = lay or layout_of()
+    vectors = (n / lay["dp"] * m["n_layers"] * hw.get("activation_traffic", 0.0)
+               + n * m["top_k"] / lay["ep"] * m["n_moe_layers"] * hw.get("expert_traffic", 0.0))
+    return vectors * m["d_model"] * 2.0 / (hw["hbm_bytes_per_s"] * hw["hbm_efficiency"])
 
 
 def tau_from_rates(rates, k):
@@ -206,14 +216,15 @@ def max_batch(hw, models, tokens, tp=1.0, u=0.9, layouts=None):
 def prefill_per_token(m, hw, input_len, lay=None, chunk=2048.0):
     """MODEL.md 1.2's c_p: a prompt token's FLOPs (a pass over the L_in prompt tokens of one sequence at
     context L_in / 2, per token) at eta_P F, or its chunk's bytes (min(L_in, chunk) tokens) over the
-    chunk's tokens at eta_W W, whichever is longer (0 for a model without weights)."""
+    chunk's tokens at eta_W W, whichever is longer, plus one token's activation traffic (`token_traffic`;
+    0 for a model without weights)."""
     if m["p_dense"] + m["p_head"] + m["p_expert"] == 0:
         return 0.0
     flops = sum(f for f, _ in pass_ops(m, 1.0, input_len, input_len / 2, 0.0, lay)) / input_len
     n_c = min(input_len, chunk)
     nbytes = sum(w for _, w in pass_ops(m, 1.0, n_c, input_len / 2, 0.0, lay)) / n_c
     return max(flops / (hw["flops_per_s"] * hw.get("prefill_efficiency", 1.0)),
-               nbytes / (hw["hbm_bytes_per_s"] * hw["hbm_efficiency"]))
+               nbytes / (hw["hbm_bytes_per_s"] * hw["hbm_efficiency"])) + token_traffic(m, hw, 1.0, lay)
 
 
 def serve_side(t_of, tau_, c_p, input_len, output_len, cap, qps, chunk=2048.0):

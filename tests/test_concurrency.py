@@ -157,6 +157,12 @@ def test_c_p_by_hand_in_both_regimes():
         assert float(got.c_p_s) == pytest.approx(max(t_math, t_mem), rel=1e-12)
         assert float(got.c_p_s) == pytest.approx(ref.prefill_per_token(t, {**ref.as_floats(h)}, l_in, lay), rel=1e-9)
         assert bool(got.compute_bound) == (l_in == 2048.0)  # a 4-token prompt reads all weights for 4 tokens
+        # a prompt token also moves its activations outside the GEMMs (MODEL.md 1.2), replicated over tp
+        ha = h.replace(activation_traffic=F64(25.0))
+        t_tok = t["n_layers"] * 25.0 * t["d_model"] * 2 / float(hw.hbm_bytes_per_s)
+        assert float(prefill(ha, dep, tgt, ld).c_p_s) == pytest.approx(max(t_math, t_mem) + t_tok, rel=1e-12)
+        assert float(prefill(ha, dep, tgt, ld).c_p_s) == pytest.approx(
+            ref.prefill_per_token(t, {**ref.as_floats(ha)}, l_in, lay), rel=1e-9)
     none = prefill(hw, dep, tgt.zeros(F64), dec.load)  # a drafter without weights prefills nothing
     assert float(none.c_p_s) == 0.0
 

@@ -10,7 +10,7 @@ import pytest
 import reference as ref
 from specjax.inputs import hardware, models
 from specjax.cost.acceptance import alpha_from_tokens, tokens_per_step
-from specjax.cost.roofline import comm_time, expected_experts, operator_costs, pass_cost
+from specjax.cost.roofline import comm_time, expected_experts, operator_costs, pass_cost, token_time
 from specjax.cost.speculative import Decode, Deployment, step
 
 F64 = jnp.float64
@@ -144,12 +144,36 @@ def test_pass_cost_matches_reference(slug, mode):
         hw = hw64(rng.choice(["h100-sxm", "h200", "mi300x", "a100-80gb", "b200"]), mode,
                   flops_efficiency=rng.uniform(0.3, 1), hbm_efficiency=rng.uniform(0.5, 1),
                   fixed_overhead_s=rng.choice([0.0, 1e-4]), layer_overhead_s=rng.choice([0.0, 3e-5]),
-                  kernel_overhead_s=rng.choice([0.0, 4e-6]), non_overlap=rng.choice([0.0, 0.4]))
+                  kernel_overhead_s=rng.choice([0.0, 4e-6]), non_overlap=rng.choice([0.0, 0.4]),
+                  activation_traffic=rng.choice([0.0, 37.0]), expert_traffic=rng.choice([0.0, 11.0]))
         lam = rng.choice([0.0, 0.3, 1.0])
         b, q, L, tp = rng.integers(1, 2048), rng.integers(1, 9), rng.uniform(0, 32768), rng.choice([1, 2, 8])
         got = pass_cost(hw, dep64(tp), m, F64(b), F64(q), F64(L), F64(lam)).t_s
         want = ref.t_pass(ref.as_floats(m), ref.as_floats(hw), b, q, L, tp, mode, lam)
         assert float(got) == pytest.approx(want, rel=1e-12)
+
+
+def test_token_traffic_by_hand():
+    """MODEL.md 1.2's per-token term on one point, by hand: gpt-oss-120b (36 layers, all MoE, top-4,
+    d_model 2880) on an H200 at 90% of 4.8 TB/s, 256 sequences verifying 4 tokens each, TP 2 x EP 2:
+    (1024 tokens x 36 layers x 30 vectors + 1024 x 4 / 2 pairs x 36 x 12) x 2880 x 2 B / (0.9 x 4.8e12).
+    Zero in the pure roofline, and the pass time grows by exactly that much."""
+    m = model64("gpt-oss-120b")
+    hw0 = hw64(hbm_efficiency=0.9)
+    hw = hw0.replace(activation_traffic=F64(30.0), expert_traffic=F64(12.0))
+    dep = dep64(2.0).replace(ep=F64(2.0))
+    want = (1024 * 36 * 30 + 1024 * 4 / 2 * 36 * 12) * 2880 * 2 / (0.9 * 4.8e12)
+    assert float(token_time(hw, dep, m, F64(1024.0))) == pytest.approx(want, rel=1e-12)
+    assert want * 1e3 == pytest.approx(2.654, abs=0.001)  # ms: the size of the term at this load
+    assert float(token_time(hw0, dep, m, F64(1024.0))) == 0.0
+    with_t, without = (pass_cost(h, dep, m, F64(256.0), F64(4.0), F64(2048.0)) for h in (hw, hw0))
+    assert float(with_t.t_s - without.t_s) == pytest.approx(want, rel=1e-9)
+    assert float(with_t.t_token_s) == pytest.approx(want, rel=1e-12)
+    # a dense model has no expert term; attention-DP ranks each hold a share of the tokens
+    d = model64("llama-3.1-8b")
+    dense = float(token_time(hw, dep64().replace(dp_attention=F64(4.0)), d, F64(64.0)))
+    assert dense == pytest.approx(64 / 4 * 32 * 30 * 4096 * 2 / (0.9 * 4.8e12), rel=1e-12)
+    assert float(token_time(hw, dep, models.Model.zeros(F64), F64(64.0))) == 0.0
 
 
 def test_operator_mode_bounds_pass_mode():

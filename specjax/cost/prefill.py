@@ -6,9 +6,11 @@ the achieved prefill FLOP/s eta_P F (`Hardware.prefill_efficiency`: prefill GEMM
 nearer peak than decode's). A chunk also reads bytes (the weights, the experts its n_c tokens touch, the
 prompt's KV) at eta_W W; amortised over its tokens they bound c_p from below:
 
-    c_p = max( F_tok / (eta_P F),  W_chunk / (n_c eta_W W) ),
+    c_p = max( F_tok / (eta_P F),  W_chunk / (n_c eta_W W) )  +  t_tok(1),
 
-per GPU of the layout (the FLOPs and bytes of `roofline.operator_costs` for one sequence of n_c tokens).
+per GPU of the layout (the FLOPs and bytes of `roofline.operator_costs` for one sequence of n_c tokens),
+where t_tok(1) is one token's activation traffic outside the GEMMs (`roofline.token_time`: a prompt token
+pays its norms, rotary and expert dispatch as a decode token does; 0 in the pure roofline).
 Communication and engine overheads are not counted here: a chunk shares its iteration, and so its pass,
 with the decode tokens (MODEL.md 6). Pure functions of one point; 0 for a model with no weights.
 """
@@ -17,16 +19,17 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from .roofline import operator_costs
+from .roofline import operator_costs, token_time
 
 
 class Prefill(NamedTuple):
     """One prompt token of a model, seconds per GPU of its layout."""
 
-    c_p_s: float          # max(t_math_s, t_mem_s)
+    c_p_s: float          # max(t_math_s, t_mem_s) + t_token_s
     t_math_s: float       # its FLOPs at eta_P F
     t_mem_s: float        # its chunk's bytes at eta_W W, over the chunk's tokens
     compute_bound: float  # 1.0 where the FLOPs decide
+    t_token_s: float      # its activation traffic outside the GEMMs (`roofline.token_time` of one token)
 
 
 def prefill(hw, deploy, model, load, expert_locality=0.0):
@@ -44,8 +47,10 @@ def prefill(hw, deploy, model, load, expert_locality=0.0):
     t_mem = sum(nbytes) / chunk / (hw.hbm_bytes_per_s * hw.hbm_efficiency)
     has = model.has_weights
     zero = jnp.zeros_like(t_math)
-    return Prefill(c_p_s=jnp.where(has, jnp.maximum(t_math, t_mem), zero), t_math_s=jnp.where(has, t_math, zero),
-                   t_mem_s=jnp.where(has, t_mem, zero), compute_bound=(t_math >= t_mem).astype(t_math.dtype))
+    t_tok = token_time(hw, deploy, model, jnp.ones_like(t_math))
+    return Prefill(c_p_s=jnp.where(has, jnp.maximum(t_math, t_mem) + t_tok, zero),
+                   t_math_s=jnp.where(has, t_math, zero), t_mem_s=jnp.where(has, t_mem, zero),
+                   compute_bound=(t_math >= t_mem).astype(t_math.dtype), t_token_s=t_tok)
 
 
 def prefill_per_token(hw, deploy, model, load, expert_locality=0.0):

@@ -20,7 +20,8 @@ from .trees import MODES
 
 ACT_BYTES = 2.0  # bytes per activation element in all-reduces (bf16)
 __all__ = ["MODES", "OPERATORS", "PassCost", "operator_times", "expected_experts", "effective_context",
-           "operator_costs", "all_reduce_time", "all_to_all_time", "comm_time", "engine_overhead", "pass_cost"]
+           "operator_costs", "all_reduce_time", "all_to_all_time", "comm_time", "engine_overhead", "token_time",
+           "pass_cost"]
 
 
 class PassCost(NamedTuple):
@@ -30,6 +31,7 @@ class PassCost(NamedTuple):
     t_math_s: float     # sum of FLOPs / achieved FLOP/s
     t_mem_s: float      # sum of bytes / achieved bytes/s
     t_comm_s: float
+    t_token_s: float    # per-token activation traffic outside the GEMMs (`token_time`; 0 in the pure roofline)
     flops: float
     bytes: float
     compute_bound: float  # 1.0 where the roofline part is limited by FLOP/s
@@ -170,13 +172,31 @@ def engine_overhead(hw, model):
     return jnp.where(model.has_weights, per_pass, 0.0)
 
 
+def token_time(hw, deploy, model, n):
+    """Per-token cost the roofline's operators miss (MODEL.md 1.2), per GPU, for a pass over `n` tokens:
+
+        t_tok = (n / d_a  n_layers v_act  +  n r / ep  n_moe v_exp) d_model 2 bytes / (eta_W W),
+
+    v_act = `Hardware.activation_traffic` (16-bit d_model-wide vectors a token reads or writes per layer
+    outside the weight GEMMs: norms, residual adds, rotary, quantisation), v_exp = `expert_traffic` (the
+    same per token per routed expert in an MoE layer: the dispatch copy, the expert intermediate, the
+    combine). A token's activations live on every GPU of its tensor-parallel group (not split by tp);
+    attention-DP ranks each hold n / d_a tokens, and each EP rank runs n r / ep of the token-expert pairs.
+    0 in the pure roofline (both terms 0) and for a model with no weights."""
+    vectors = (n / deploy.dp_attention * model.n_layers * hw.activation_traffic
+               + n * model.top_k / deploy.ep * model.n_moe_layers * hw.expert_traffic)
+    t = vectors * model.d_model * ACT_BYTES / (hw.hbm_bytes_per_s * hw.hbm_efficiency)
+    return jnp.where(model.has_weights, t, 0.0)
+
+
 def pass_cost(hw, deploy, model, batch, q, context, expert_locality=0.0):
     """Roofline time of one forward pass of `model` over `batch` sequences x `q` tokens.
 
     T_pass = sum_op max(F_op/(eta_F F), W_op/(eta_W W)) + T_comm + T_over  (mode="operator"),
     (plus sigma * min(...) per operator when the hardware's `non_overlap` sigma > 0; 0 by default),
     or max(sum F/(eta_F F), sum W/(eta_W W)) + T_comm + T_over             (mode="pass"),
-    with T_over = T_pass_fixed + n_layers t_layer + n_kernels t_kernel (`engine_overhead`).
+    with T_over = T_pass_fixed + n_layers t_layer + n_kernels t_kernel (`engine_overhead`), plus the
+    per-token activation traffic t_tok of `token_time` (added, never overlapped).
 
     Args:
       hw: `Hardware` (its static `roofline` picks the mode). deploy: `Deployment`. model: `Model`.
@@ -198,5 +218,6 @@ def pass_cost(hw, deploy, model, batch, q, context, expert_locality=0.0):
         compute_bound = (t_math_sum > t_mem_sum).astype(roof.dtype)
     t_comm = jnp.where(model.has_weights, comm_time(hw, deploy, model, batch, q), 0.0)
     fixed = engine_overhead(hw, model)
-    return PassCost(t_s=roof + t_comm + fixed, t_math_s=t_math_sum, t_mem_s=t_mem_sum,
-                    t_comm_s=t_comm, flops=sum(flops), bytes=sum(nbytes), compute_bound=compute_bound)
+    t_tok = token_time(hw, deploy, model, batch * q)
+    return PassCost(t_s=roof + t_comm + fixed + t_tok, t_math_s=t_math_sum, t_mem_s=t_mem_sum, t_comm_s=t_comm,
+                    t_token_s=t_tok, flops=sum(flops), bytes=sum(nbytes), compute_bound=compute_bound)

@@ -48,6 +48,12 @@ class Hardware:
       prefill_efficiency: eta_P, the achieved fraction of `flops_per_s` of prefill (its own: prefill GEMMs
         are large and run nearer peak than decode); what a prompt token's FLOPs run at (MODEL.md 1.2,
         `cost.prefill`). 1 in the pure roofline; no per-batch step uses it.
+      activation_traffic: d_model-wide 16-bit activation vectors each token reads or writes per layer
+        outside the weight GEMMs (norms, residuals, rotary, quantisation, sampling: MODEL.md 1.2), charged at
+        eta_W W on every GPU that holds the token (tensor parallelism replicates them). 0 in the pure roofline.
+      expert_traffic: the same per token per routed expert in every MoE layer (the dispatch copy of each
+        token to its r experts, the expert intermediate, the combine), on the expert-parallel rank that
+        runs it. 0 in the pure roofline.
       roofline: static; "operator" (max per operator, summed) or "pass" (one max per pass).
     """
 
@@ -68,6 +74,8 @@ class Hardware:
     step_overhead_s: float = 0.0
     non_overlap: float = 0.0
     prefill_efficiency: float = 1.0
+    activation_traffic: float = 0.0
+    expert_traffic: float = 0.0
     roofline: str = static("operator")
 
     def __post_init__(self):

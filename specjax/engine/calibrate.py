@@ -32,7 +32,7 @@ import optax
 from .. import catalogue
 from ..cost.speculative import step
 from ..errors import SpecError
-from ..inputs import engines, measured
+from ..inputs import engines, measured, steps
 from . import validate
 
 FIELDS = tuple(n for n in catalogue.ENGINE if n in catalogue.FIT)  # the engine terms with fitting bounds
@@ -53,7 +53,7 @@ def _prior(row):
 PRIORS = {n: _prior(catalogue.FIT[n]) for n in FIELDS}
 # where the fit starts: the row's start, else the middle of the bounds (0 in the sigmoid's coordinate)
 START = {n: catalogue.FIT[n].start if catalogue.FIT[n].start is not None else 0.5 * sum(BOUNDS[n]) for n in FIELDS}
-SERVING_ONLY = ("prefill_efficiency",)  # no step time or speedup at a batch depends on them: held unless asked
+SERVING_ONLY = ("prefill_efficiency",)  # only rows under load (a concurrency or rate) depend on them
 
 
 def split_series(names, holdout_fraction=0.3):
@@ -70,26 +70,68 @@ def _unsquash(v, name):
     return float(np.log(p / (1 - p)))
 
 
-def _data(rows, dtype):
-    """Stacked pytrees (pure roofline) and the arrays the loss needs."""
+def _source_weights(rows):
+    """Each row's weight: every source weighs the same in total, however many rows it has."""
+    per_source = {}
+    for r in rows:
+        per_source[r.source] = per_source.get(r.source, 0) + 1
+    return np.array([len(rows) / (len(per_source) * per_source[r.source]) for r in rows])
+
+
+def _speedup_data(rows, weight, dtype):
+    """Stacked pytrees (pure roofline) of speedup rows and the arrays their residuals need."""
     stacked = measured.stack(rows, engines.load(engines.PURE), None, dtype)
     known, _ = validate.known_alpha(rows, dtype)
     anchor_of = validate.anchors(rows, known)
     times = lambda attr: jnp.asarray([getattr(r, attr) or np.nan for r in rows], dtype)  # noqa: E731
-    per_source = {}
-    for r in rows:
-        per_source[r.source] = per_source.get(r.source, 0) + 1
-    weight = np.array([len(rows) / (len(per_source) * per_source[r.source]) for r in rows])
     anchor_rows = np.unique(anchor_of[anchor_of >= 0])
     pos = {a: i for i, a in enumerate(anchor_rows.tolist())}
     anchor_pos = np.array([pos.get(a, 0) for a in anchor_of.tolist()])
     t_base, t_sd = times("t_base_s"), times("t_sd_step_s")
     scored = (anchor_of < 0) | (anchor_of != np.arange(len(rows)))
     used = np.concatenate([scored, np.isfinite(np.asarray(t_base)), np.isfinite(np.asarray(t_sd))])
-    return dict(stacked=stacked, alpha_known=jnp.asarray(np.nan_to_num(known, nan=0.5), dtype), used=jnp.asarray(used),
+    return dict(stacked=stacked, alpha_known=jnp.asarray(np.nan_to_num(known, nan=0.5), dtype),
                 anchor_of=jnp.asarray(anchor_of), anchor_rows=jnp.asarray(anchor_rows, jnp.int32),
                 anchor_pos=jnp.asarray(anchor_pos, jnp.int32), s_meas=jnp.asarray([r.speedup for r in rows], dtype),
-                t_base=t_base, t_sd=t_sd, weight=jnp.asarray(np.tile(weight, 3), dtype))
+                t_base=t_base, t_sd=t_sd), used, np.tile(weight, 3)
+
+
+def _plain_data(rows, weight, dtype):
+    """Plain step-time rows under load (`inputs.steps`), one block per load kind (each kind's model is
+    traced alone: `validate.plain_at`). A row is stacked with its own engine's scheduler limits on its
+    GPU (the engine terms are then replaced by the fitted ones)."""
+    blocks, used, weights = {}, [], []
+    for kind in validate.LOAD_KINDS:
+        idx = [i for i, r in enumerate(rows) if r.load_kind == kind]
+        if not idx:
+            continue
+        part = [rows[i] for i in idx]
+        stacked = steps.stack(part, [measured.engine_profile(r.engine_name) for r in part], dtype)
+        _, n, metric = validate.plain_codes(part, dtype)
+        blocks[kind] = dict(stacked=stacked, n=n, metric=metric, meas=jnp.asarray([r.value_s for r in part], dtype))
+        used.append(np.ones(len(part), bool))
+        weights.append(weight[idx])
+    return blocks, used, weights
+
+
+def _data(rows, dtype):
+    """The arrays the loss needs: speedup rows (`_speedup_data`) and plain step times under load
+    (`_plain_data`), each row weighted so that every source weighs the same, `used` marking the
+    residuals that count (in `_residuals`' order)."""
+    weight = _source_weights(rows)
+    spd = [i for i, r in enumerate(rows) if not r.is_step]
+    plain = [i for i, r in enumerate(rows) if r.is_step]
+    data, used, weights = {}, [], []
+    if spd:
+        data["speedups"], u, w = _speedup_data([rows[i] for i in spd], weight[spd], dtype)
+        used.append(u), weights.append(w)
+    if plain:
+        data["plain"], u, w = _plain_data([rows[i] for i in plain], weight[plain], dtype)
+        used += u
+        weights += w
+    data["used"] = jnp.asarray(np.concatenate(used))
+    data["weight"] = jnp.asarray(np.concatenate(weights), dtype)
+    return data
 
 
 def _values(z, fit, held):
@@ -103,12 +145,16 @@ def _values(z, fit, held):
     return {n: one(n) for n in FIELDS}
 
 
-def _residuals(vals, data):
-    """Log residuals: speedups of non-anchor rows, and step times where measured (0 elsewhere; the
-    entries that count are `data["used"]`)."""
+def _with_terms(hw, vals):
+    """Stacked hardware with every engine term set to its (fitted or held) value."""
+    return hw.replace(**{n: jnp.broadcast_to(jnp.asarray(v, hw.flops_per_s.dtype), hw.flops_per_s.shape)
+                         for n, v in vals.items()})
+
+
+def _speedup_residuals(vals, data):
+    """Log residuals of speedup rows: speedups of non-anchor rows, then step times where measured."""
     hw, deploy, tgt, dr, dec = data["stacked"]
-    hw = hw.replace(**{n: jnp.broadcast_to(jnp.asarray(v, hw.flops_per_s.dtype), hw.flops_per_s.shape)
-                       for n, v in vals.items()})
+    hw = _with_terms(hw, vals)
     anchor_of, sel = data["anchor_of"], data["anchor_rows"]
     if sel.shape[0]:  # alpha matched at each acceptance group's anchor only
         sub = jax.tree.map(lambda x: x[sel], (hw, deploy, tgt, dr, dec))
@@ -121,6 +167,18 @@ def _residuals(vals, data):
     for pred, meas in ((r.t_target_s, data["t_base"]), (r.t_sd_step_s, data["t_sd"])):
         ok = jnp.isfinite(meas)
         out.append(jnp.log(pred) - jnp.log(jnp.where(ok, meas, 1.0)))
+    return out
+
+
+def _residuals(vals, data):
+    """Log residuals: speedup rows (`_speedup_residuals`), then plain step times under load, each by the
+    model of its load kind (`validate.plain_at`); 0 where an entry does not count (`data["used"]`)."""
+    out = _speedup_residuals(vals, data["speedups"]) if "speedups" in data else []
+    for kind, blk in data.get("plain", {}).items():
+        hw, deploy, tgt, dr, dec = blk["stacked"]
+        pred, _ = jax.vmap(lambda *a, kind=kind: validate.plain_at(kind, *a))(
+            _with_terms(hw, vals), deploy, tgt, dr, dec, blk["n"], blk["metric"])
+        out.append(jnp.log(pred) - jnp.log(blk["meas"]))
     return jnp.where(data["used"], jnp.concatenate(out), 0.0)
 
 
@@ -231,25 +289,29 @@ class Calibration:
 
 
 def fit(rows, *, name="calibrated", hbm_efficiency=0.85, holdout_fraction=0.3, steps=1500, learning_rate=0.05,
-        dtype=jnp.float32, train_series=None, fields=tuple(f for f in FIELDS if f not in SERVING_ONLY),
-        progress=None, prior=None):
+        dtype=jnp.float32, train_series=None, fields=None, progress=None, prior=None):
     """Calibrate one engine profile on the training series of `rows`; returns a `Calibration`.
 
-    `fields`: the engine terms that may be fitted (the data decides which are identified); by default all
-    but `SERVING_ONLY` (eta_P: only prefill uses it, and the rows calibration reads are steps at a batch).
+    `rows`: speedup rows (`inputs.measured`) and plain step times under load (`inputs.steps`), in any mix.
+    `fields`: the engine terms that may be fitted (the data decides which are identified); by default all,
+    but `SERVING_ONLY` (eta_P: only prefill uses it) where no training row is a plain time under load.
     `prior`: values to start from and to hold the unidentified terms at (default `PRIORS`), e.g. a
     profile pooled over every engine, so that an engine's own data refines what it identifies.
     `progress`: callable(stage, done, total, loss) or None."""
-    rows = [r for r in rows if not r.unsupported and not r.is_rate]  # rows per request rate: validation only
-    bad = validate.inconsistent(rows)
-    rows = [r for r, b in zip(rows, bad) if not b]
+    rows = [r for r in rows if not r.unsupported and (r.is_step or not r.is_rate)]  # speedups per rate: validation
+    speedups = [r for r in rows if not r.is_step]
+    bad = dict(zip(map(id, speedups), validate.inconsistent(speedups))) if speedups else {}
+    rows = [r for r in rows if not bad.get(id(r), False)]
     _, names = measured.series_index(rows) if rows else (None, [])
     train, held_out = split_series(names, holdout_fraction) if train_series is None else (
         [n for n in names if n in set(train_series)], [n for n in names if n not in set(train_series)])
     tr_rows = [r for r in rows if r.series in set(train)]
     if not tr_rows:
         raise SpecError("calibration needs at least one supported, consistent training row")
-    has_times = any(r.t_base_s or r.t_sd_step_s for r in tr_rows)
+    has_times = any(r.is_step or r.t_base_s or r.t_sd_step_s for r in tr_rows)
+    under_load = any(r.is_step and r.load_kind != "batch" for r in tr_rows)
+    if fields is None:
+        fields = tuple(f for f in FIELDS if under_load or f not in SERVING_ONLY)
     held = dict(prior or PRIORS)
     start = dict(prior) if prior else dict(START)
     candidates = tuple(f for f in fields if f in FIELDS)

@@ -3,8 +3,10 @@
 For every source (publication) in the data: calibrate engine profiles on all the other sources (one
 per engine with enough rows there, plus a pooled profile for engines the training sources lack) and
 score the left-out source with them. No shipped preset is used, so no number has seen its own source.
-Plain step-time rows (`inputs.steps`) are scored in their fold but never calibrate.
+Plain step-time rows under load (`inputs.steps`) calibrate and are scored like speedup rows.
 """
+
+import dataclasses
 
 import jax.numpy as jnp
 import polars as pl
@@ -13,24 +15,63 @@ from ..inputs import engines
 from . import calibrate, validate
 
 MIN_ROWS = 8  # an engine needs this many supported training rows to get a profile of its own
+MIN_SECTION_ROWS = 6  # rows of an engine on one GPU that earn a [hardware.<slug>] section (`minority_hardware`)
 POOLED = "*"  # key of the pooled profile in a profiles dict (`measured.engine_profile` falls back to it)
+
+
+def minority_hardware(rows):
+    """GPUs with a section of their own in an engine's profile: those with at least `MIN_SECTION_ROWS` of
+    the engine's rows but fewer than half of them. Engine terms are properties of an engine on a GPU
+    (MODEL.md 1.2): vLLM's MI300X rows (mxfp4 experts without FP4 hardware) would otherwise set the
+    per-token cost vLLM is predicted with on every NVIDIA GPU."""
+    counts = {}
+    for r in rows:
+        counts[r.hardware] = counts.get(r.hardware, 0) + 1
+    return sorted(h for h, c in counts.items() if MIN_SECTION_ROWS <= c < len(rows) / 2)
+
+
+def in_sections(rows):
+    """True per row that belongs to a GPU section of its engine (`minority_hardware` of the engine's rows):
+    such rows fit their section, not the engine's base nor the pooled profile."""
+    minority = {}
+    for e in {r.engine_name for r in rows}:
+        minority[e] = set(minority_hardware([r for r in rows if r.engine_name == e]))
+    return [r.hardware in minority[r.engine_name] for r in rows]
+
+
+def fit_engine(rows, name, prior=None, steps=600, dtype=jnp.float32, progress=None):
+    """An engine's `Calibration` on its rows outside `minority_hardware`, and one per minority GPU on that
+    GPU's rows, starting from (and holding at) the engine's values: (base, {hardware slug: Calibration})."""
+    minority = minority_hardware(rows)
+    base = calibrate.fit([r for r in rows if r.hardware not in minority], name=name, holdout_fraction=0.0,
+                         steps=steps, dtype=dtype, progress=progress, prior=prior)
+    sections = {h: calibrate.fit([r for r in rows if r.hardware == h], name=f"{name} on {h}", holdout_fraction=0.0,
+                                 steps=steps, dtype=dtype, progress=progress, prior=base.values) for h in minority}
+    return base, sections
+
+
+def with_sections(profile, sections):
+    """`profile` with a `[hardware.<slug>]` table per section: the terms that GPU's rows identified."""
+    per_hw = {h: {n: cal.values[n] for n in cal.identified} for h, cal in sections.items() if cal.identified}
+    return dataclasses.replace(profile, per_hardware={**profile.per_hardware, **per_hw})
 
 
 def fit_profiles(rows, steps=600, dtype=jnp.float32, progress=None):
     """Engine name -> calibrated `EngineProfile` for every engine with `MIN_ROWS` rows, plus `POOLED`.
 
     Hierarchical: a profile is fitted on every row first; each engine's fit starts from it and holds
-    at its values what the engine's own rows do not identify. `POOLED`, for engines without rows of
-    their own, keeps only its efficiencies (`engines.transferable`: overheads do not transfer)."""
-    usable = [r for r in rows if not r.unsupported and not r.is_step]  # speedups calibrate; plain times are scored
-    pooled = calibrate.fit(usable, name="pooled", holdout_fraction=0.0, steps=steps, dtype=dtype, progress=progress)
+    at its values what the engine's own rows do not identify (`fit_engine`, with GPU sections). `POOLED`, for engines without rows of
+    their own, keeps its efficiencies and per-token terms (`engines.transferable`: overheads do not transfer)."""
+    usable = [r for r in rows if not r.unsupported]
+    common = [r for r, sec in zip(usable, in_sections(usable)) if not sec]
+    pooled = calibrate.fit(common, name="pooled", holdout_fraction=0.0, steps=steps, dtype=dtype, progress=progress)
     profiles = {POOLED: engines.transferable(pooled.profile)}
     for engine in sorted({r.engine_name for r in usable}):
         sub = [r for r in usable if r.engine_name == engine]
         if len(sub) >= MIN_ROWS:
             try:
-                profiles[engine] = calibrate.fit(sub, name=engine, holdout_fraction=0.0, steps=steps, dtype=dtype,
-                                                 progress=progress, prior=pooled.values).profile
+                base, sections = fit_engine(sub, engine, pooled.values, steps, dtype, progress)
+                profiles[engine] = with_sections(base.profile, sections)
             except ValueError:  # nothing to fit for this engine alone: the pooled profile serves it
                 pass
     return profiles
@@ -40,13 +81,13 @@ def leave_one_source_out(rows, steps=600, mode="operator", dtype=jnp.float32, pr
     """Per-row table of every source scored by profiles fitted without it, and its summary
     (`validate.summarize`, plus `folds`: per left-out source, which profiles served it)."""
     sources = sorted({r.source for r in rows if not r.unsupported})
-    frames, folds, fitted = [], {}, {}  # fitted: profiles per training set (a plain-only source's is everyone's)
+    frames, folds, fitted = [], {}, {}  # fitted: profiles per training set
     for s in sources:
         train = [r for r in rows if r.source != s]
         test = [r for r in rows if r.source == s]
-        if not [r for r in train if not r.unsupported and not r.is_step]:
+        if not [r for r in train if not r.unsupported]:
             continue
-        key = frozenset(r.source for r in train if not r.unsupported and not r.is_step)
+        key = frozenset(r.source for r in train if not r.unsupported)
         if key not in fitted:
             fitted[key] = fit_profiles(train, steps, dtype, progress)
         profiles = fitted[key]

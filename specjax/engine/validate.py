@@ -216,30 +216,57 @@ def plain_at_concurrency(h, p, t, d, x, n):
 METRIC_CODES = tuple(steps.METRICS)  # the order of `plain_metric`'s codes
 
 
-def plain_metric(h, p, t, d, x, kind, n, metric, iters=40):
-    """One plain row's predicted `value_s` for `metric` (a code in `METRIC_CODES`) under its load
-    `kind` (0 concurrency n, 1 request rate x.load.qps, 2 decode batch x.batch), and the decode batch:
+LOAD_KINDS = steps.LOADS  # a plain row's load, coded by its index (`plain_metric`'s kind)
 
-    - tpot: the plain TPOT (= one iteration, prefill share included); itl: the same iteration;
-    - itl_p50 (LLMPerf): E2E / L_out; inv_tput: n / (X L_out) (= E2E / L_out at a rate: Little's law);
-    - e2e_request_latency: n / X at a concurrency (queueing included), E2E at a rate;
-    - decode_step: the pure decode step T_target(B, 1) at the row's batch.
-    At a fixed batch every per-token metric is T_target(B, 1) and E2E is L_out of them."""
-    side_c = plain_at_concurrency(h, p, t, d, x, n)
-    rate_c = side_c.throughput_req_s
-    side_q = serving.serve(h, p, t, d, x).base
-    t_b = step(h, p, t, d, x).t_target_s
+
+def _pick(table, metric, dtype):
+    """The value of the metric coded `metric` (an index of `METRIC_CODES`) in `table` (name -> value)."""
+    return jnp.select([metric == i for i in range(len(METRIC_CODES))],
+                      [jnp.asarray(table[name], dtype) for name in METRIC_CODES], jnp.nan)
+
+
+def plain_at(kind, h, p, t, d, x, n, metric):
+    """One plain row's predicted `value_s` for `metric` under a load of one kind (a `LOAD_KINDS` name),
+    and the decode batch:
+
+    - concurrency n (the closed loop): tpot is its TPOT (= one iteration, prefill share included), itl the
+      same iteration, itl_p50 (LLMPerf) and inv_tput n / (X L_out), e2e_request_latency n / X (queueing
+      included);
+    - qps (x.load.qps, the open loop): tpot and itl as above, itl_p50 and inv_tput E2E / L_out (Little's
+      law), e2e_request_latency E2E;
+    - batch (x.batch, offline): every per-token metric is the pure decode step T_target(B, 1), E2E is
+      L_out of them, and decode_step is that step (NaN under a load: no row carries one there)."""
     l_out = x.load.output_len
-    conc = dict(tpot=side_c.tpot_s, itl=side_c.iteration_s, itl_p50=n / (rate_c * l_out),
-                inv_tput=n / (rate_c * l_out), e2e_request_latency=side_c.e2e_s, decode_step=jnp.nan)
-    rate = dict(tpot=side_q.tpot_s, itl=side_q.iteration_s, itl_p50=side_q.e2e_s / l_out,
-                inv_tput=side_q.e2e_s / l_out, e2e_request_latency=side_q.e2e_s, decode_step=jnp.nan)
-    fixed = dict(tpot=t_b, itl=t_b, itl_p50=t_b, inv_tput=t_b, e2e_request_latency=l_out * t_b, decode_step=t_b)
-    pick = lambda table: jnp.select([metric == i for i in range(len(METRIC_CODES))],  # noqa: E731
-                                    [jnp.asarray(table[name], t_b.dtype) for name in METRIC_CODES], jnp.nan)
-    value = jnp.select([kind == 0, kind == 1], [pick(conc), pick(rate)], pick(fixed))
-    batch = jnp.select([kind == 0, kind == 1], [side_c.batch, side_q.batch], x.batch)
-    return value, batch
+    if kind == "concurrency":
+        side = plain_at_concurrency(h, p, t, d, x, n)
+        per_client = n / (side.throughput_req_s * l_out)
+        table = dict(tpot=side.tpot_s, itl=side.iteration_s, itl_p50=per_client, inv_tput=per_client,
+                     e2e_request_latency=side.e2e_s, decode_step=jnp.nan)
+    elif kind == "qps":
+        side = serving.serve(h, p, t, d, x).base
+        table = dict(tpot=side.tpot_s, itl=side.iteration_s, itl_p50=side.e2e_s / l_out, inv_tput=side.e2e_s / l_out,
+                     e2e_request_latency=side.e2e_s, decode_step=jnp.nan)
+    else:
+        t_b = step(h, p, t, d, x).t_target_s
+        side = None
+        table = dict(tpot=t_b, itl=t_b, itl_p50=t_b, inv_tput=t_b, e2e_request_latency=l_out * t_b, decode_step=t_b)
+    dtype = x.load.output_len.dtype
+    return _pick(table, metric, dtype), (x.batch if side is None else side.batch)
+
+
+def plain_metric(h, p, t, d, x, kind, n, metric):
+    """`plain_at` for a row whose load kind is the traced code `kind` (an index of `LOAD_KINDS`): every
+    kind is evaluated and the row's selected (a stacked table of mixed rows is one vmap)."""
+    out = [plain_at(k, h, p, t, d, x, n, metric) for k in LOAD_KINDS]
+    return tuple(jnp.select([kind == 0, kind == 1], [o[i] for o in out[:2]], out[2][i]) for i in (0, 1))
+
+
+def plain_codes(rows, dtype):
+    """(kind, concurrency, metric) arrays of plain rows: each row's `LOAD_KINDS` and `METRIC_CODES` index and
+    its clients (1 where it has none)."""
+    return (jnp.asarray([LOAD_KINDS.index(r.load_kind) for r in rows]),
+            jnp.asarray([float(r.concurrency or 1) for r in rows], dtype),
+            jnp.asarray([METRIC_CODES.index(r.metric) for r in rows]))
 
 
 @jax.jit
@@ -261,10 +288,7 @@ def evaluate_steps(rows, engine=None, profiles=None, mode="operator", dtype=jnp.
         part = [rows[i] for i in idx]
         used = [fixed or measured.engine_profile(r.engine_name, profiles) for r in part]
         stacked = steps.stack(part, used, dtype, mode)
-        kind = jnp.asarray([("concurrency", "qps", "batch").index(r.load_kind) for r in part])
-        conc = jnp.asarray([float(r.concurrency or 1) for r in part], dtype)
-        metric = jnp.asarray([METRIC_CODES.index(r.metric) for r in part])
-        v, b = predict_plain(*stacked, kind, conc, metric)
+        v, b = predict_plain(*stacked, *plain_codes(part, dtype))
         pred[idx], batch[idx] = np.asarray(v, np.float64), np.asarray(b, np.float64)
         profile[idx] = [p.slug for p in used]
     meas = np.array([r.value_s for r in rows])

@@ -58,8 +58,9 @@ class EngineProfile:
 
 
 def transferable(profile, slug=None, description=None):
-    """The part of a profile that transfers to an engine without data of its own: its efficiencies,
-    with every overhead (`catalogue.OVERHEADS`) 0. Overheads are the engine's software (host
+    """The part of a profile that transfers to an engine without data of its own: its efficiencies and
+    per-token terms (bytes a token moves, charged at the silicon's bandwidth), with every overhead
+    (`catalogue.OVERHEADS`) 0. Overheads are the engine's software (host
     scheduling, launches, sampling, bookkeeping); the public data measure them far apart between
     engines (about 1 ms per speculative step in vLLM, little beyond its draft passes in TensorRT-LLM's
     MTP, none visible in T5X), so borrowing one engine's for another is a guess worse than leaving

@@ -7,7 +7,7 @@ An engine profile carries them in a `[scheduler]` table: top-level values, then 
 tables applied in order where the GPU qualifies (`min_hbm_gib`: HBM per GPU in GiB at least this;
 `not_named`: none of these substrings in the hardware slug), and `speculative_max_num_seqs`, the cap of
 a speculative server where the engine sets its own (SGLang: 48). A profile without the table (the pure
-roofline, the pooled `generic`, a user's TOML, an engine without a preset such as ATOM) borrows the
+roofline, the pooled `generic`, a user's TOML, an engine without a preset) borrows the
 default engine's (`engines.DEFAULT`, vLLM), and says so.
 
 The user's value (`--max-num-seqs`, `--chunk-tokens`, a spec or CSV column) always wins. `resolve`
