@@ -240,7 +240,7 @@ def fit(rows, *, name="calibrated", hbm_efficiency=0.85, holdout_fraction=0.3, s
     `prior`: values to start from and to hold the unidentified terms at (default `PRIORS`), e.g. a
     profile pooled over every engine, so that an engine's own data refines what it identifies.
     `progress`: callable(stage, done, total, loss) or None."""
-    rows = [r for r in rows if not r.unsupported and not r.is_rate]  # rows per request rate: validation only
+    rows = [r for r in rows if not r.unsupported and r.load_kind == "batch"]  # rows at load: validation only
     bad = validate.inconsistent(rows)
     rows = [r for r, b in zip(rows, bad) if not b]
     _, names = measured.series_index(rows) if rows else (None, [])
