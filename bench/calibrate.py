@@ -28,7 +28,7 @@ def main():
     args = ap.parse_args()
     t0 = time.perf_counter()
     rows = [r for f in ("public.csv", "step_times.csv") for r in measured.load(ROOT / "data" / "measured" / f)]
-    ok = [r for r in rows if not r.unsupported and not r.is_rate]
+    ok = [r for r in rows if not r.unsupported and r.load_kind == "batch"]
     t_load = time.perf_counter() - t0
     t1 = time.perf_counter()
     cal = calibrate.fit(ok, steps=args.steps)

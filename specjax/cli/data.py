@@ -50,6 +50,9 @@ def _pct(v):
     return "-" if v is None else f"{v:.1%}"
 
 
+LOAD_LABELS = {"batch": "per batch", "qps": "request rate", "concurrency": "closed loop"}  # `validate.summarize`
+
+
 def _metric_table(summary):
     """Overall, level and shape metrics, then the groups, as aligned text (fits 100 columns); then the
     plain step-time block."""
@@ -57,8 +60,11 @@ def _metric_table(summary):
         _plain_table(summary)
         return
     print(f"{'':<34} {'rows':>5} {'median APE':>11} {'p90 APE':>9} {'side of 1':>10}")
-    lines = [("all scored rows", summary), ("level (batch 1 / lowest rate)", summary["level"]),
+    lines = [("all scored rows", summary), ("level (batch 1 / lowest load)", summary["level"]),
              ("shape (the rest)", summary["shape"])]
+    for kind, m in summary.get("by_load", {}).items():  # per load kind, with its level and shape rows
+        lines += [(f"load {kind}: {LOAD_LABELS[kind]}", m), (f"  {kind}: level", m["level"]),
+                  (f"  {kind}: shape", m["shape"])]
     for key, groups in summary["groups"].items():
         lines += [(f"{key}: {name}"[:34], m) for name, m in groups.items()]
     for label, m in lines:

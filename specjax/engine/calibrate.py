@@ -298,7 +298,8 @@ def fit(rows, *, name="calibrated", hbm_efficiency=0.85, holdout_fraction=0.3, s
     `prior`: values to start from and to hold the unidentified terms at (default `PRIORS`), e.g. a
     profile pooled over every engine, so that an engine's own data refines what it identifies.
     `progress`: callable(stage, done, total, loss) or None."""
-    rows = [r for r in rows if not r.unsupported and (r.is_step or not r.is_rate)]  # speedups per rate: validation
+    # speedups at a rate or a concurrency are validation only; plain step times calibrate at every load
+    rows = [r for r in rows if not r.unsupported and (r.is_step or r.load_kind == "batch")]
     speedups = [r for r in rows if not r.is_step]
     bad = dict(zip(map(id, speedups), validate.inconsistent(speedups))) if speedups else {}
     rows = [r for r in rows if not bad.get(id(r), False)]

@@ -12,11 +12,14 @@
   rows (everything else: how the speedup moves with batch, k and context).
 - Rows per request rate (MODEL.md 6: qps, input_len, output_len, measured_ratio = baseline /
   speculative latency, `metric` tpot or e2e_request_latency) are predicted by the serving fixed point
-  (`rate_ratio`); acceptance is handled alike, anchored at a group's lowest rate, and a series' lowest
-  rate with a given acceptance is its level row. Metrics: median and 90th
+  (`rate_ratio`), rows at a closed-loop concurrency (MODEL.md 6.1: concurrency in place of qps, the
+  metrics of `measured.METRICS["concurrency"]`) by the closed loop (`closed_ratio`), both through
+  `load_ratio`; acceptance is handled alike, anchored at a group's lowest rate or concurrency (on a
+  metric that rises with acceptance: `measured.NO_ALPHA`), and a series' lowest rate or concurrency with
+  a given acceptance is its level row. Metrics: median and 90th
   percentile absolute percentage error, side-of-1.0 accuracy, median within-series Spearman, overall,
-  for level and shape, and per source, engine and hardware (`groups`). A metric over no rows is None
-  with a reason.
+  for level and shape, per load kind (`by_load`: batch, qps, concurrency) and per source, engine and
+  hardware (`groups`). A metric over no rows is None with a reason.
 - Plain step times (`inputs.steps`: no speculation, at a closed-loop concurrency, a request rate or a
   decode batch) are scored in their own block (`plain_steps`) on the predicted plain time of the metric
   the row names (`plain_metric`); a concurrency goes through the closed loop of MODEL.md 6.1
@@ -26,6 +29,8 @@
   pooled median.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -34,19 +39,12 @@ import polars as pl
 from ..cost._search import bisect
 from ..cost.acceptance import alpha_from_tokens, alpha_from_tree_tokens
 from ..cost.speculative import step
-from ..cost.status import Point, Serving
-from ..inputs import measured, steps
+from ..cost.status import Closed, Point, Serving
+from ..inputs import cells, measured, steps
 from ..search import concurrency as _concurrency
 from ..search import serving
 
 ROLES = ("level", "shape", "anchor", "inconsistent", "unsupported")  # what each row is in the protocol
-
-
-@jax.jit
-def predict(hw, deploy, tgt, dr, dec):
-    """Speedup and point status for stacked rows (leading axis = row)."""
-    r = jax.vmap(step)(hw, deploy, tgt, dr, dec)
-    return r.speedup, r.status
 
 
 def rate_ratio(h, p, t, d, x, e2e):
@@ -60,21 +58,58 @@ def rate_ratio(h, p, t, d, x, e2e):
     return jnp.where(e2e, base / sd, s.speedup_tpot), s.status
 
 
+CLOSED_FIELDS = tuple(measured.METRICS["concurrency"].values())  # per metric code (`metric_codes`)
+
+
+def closed_ratio(h, p, t, d, x, metric):
+    """A row at closed-loop concurrency `x.load.concurrency` (MODEL.md 6.1, `search.concurrency.closed`):
+    the ratio baseline / speculative at equal N of the `ClosedSide` field its metric names (`metric`: an
+    index into `measured.METRICS["concurrency"]`), and the `status.Closed` code."""
+    c = _concurrency.closed(h, p, t, d, x)
+    ratios = [getattr(c.base, f) / getattr(c.sd, f) for f in CLOSED_FIELDS]
+    return jnp.select([metric == i for i in range(len(ratios))], ratios, jnp.nan), c.status
+
+
+def load_ratio(h, p, t, d, x, kind, metric):
+    """A row at load `kind` ("qps" or "concurrency", static): its predicted ratio and status code (a
+    `status.Serving` code at a rate, a `status.Closed` one at a concurrency); `metric`: the index of the
+    row's metric in `measured.METRICS[kind]`."""
+    if kind == "qps":
+        return rate_ratio(h, p, t, d, x, metric == measured.METRICS["qps"].index("e2e_request_latency"))
+    return closed_ratio(h, p, t, d, x, metric)
+
+
+STATUS = {"batch": Point, "qps": Serving, "concurrency": Closed}  # the status table of each load kind's codes
+
+
 @jax.jit
-def predict_rate(hw, deploy, tgt, dr, dec, e2e):
-    """Latency ratio and `status.Serving` code for stacked rows per request rate."""
-    return jax.vmap(rate_ratio)(hw, deploy, tgt, dr, dec, e2e)
+def predict(hw, deploy, tgt, dr, dec):
+    """Speedup and point status for stacked rows (leading axis = row)."""
+    r = jax.vmap(step)(hw, deploy, tgt, dr, dec)
+    return r.speedup, r.status
 
 
-def matching_alpha(h, p, t, d, x, s_meas, iters=50, e2e=None):
-    """alpha in [0, 1] with S(alpha) = s_meas at one row (S increases with alpha; clipped at the ends).
+@functools.partial(jax.jit, static_argnames="kind")
+def predict_load(hw, deploy, tgt, dr, dec, metric, kind):
+    """Ratio and status code (`STATUS[kind]`) for stacked rows of one load kind, "qps" or "concurrency"."""
+    return jax.vmap(lambda *a: load_ratio(*a[:5], kind, a[5]))(hw, deploy, tgt, dr, dec, metric)
+
+
+def metric_codes(rows):
+    """Per row at load: the index of its metric in `measured.METRICS[kind]` (the `metric` of `load_ratio`)."""
+    return jnp.asarray([list(measured.METRICS[r.load_kind]).index(r.metric) for r in rows])
+
+
+def matching_alpha(h, p, t, d, x, s_meas, iters=50, kind=None, metric=None):
+    """alpha in [0, 1] with S(alpha) = s_meas at one row (S increases with alpha; clipped at the ends);
+    with `kind` ("qps" or "concurrency") and `metric`, S is the row's ratio at that load (`load_ratio`).
 
     Differentiable in the other inputs: bisection gives the value, one Newton step with a stopped
     derivative gives, by the implicit function theorem, d alpha / d theta = -(dS/d theta) / (dS/d alpha)
     (used by calibration)."""
     def s_of(a, hh):
-        if e2e is not None:  # a row per request rate: its latency ratio
-            return rate_ratio(hh, p, t, d, x.replace(alpha=a), e2e)[0]
+        if kind is not None:  # a row at a request rate or a concurrency: its ratio
+            return load_ratio(hh, p, t, d, x.replace(alpha=a), kind, metric)[0]
         return step(hh, p, t, d, x.replace(alpha=a)).speedup
 
     h_const = jax.lax.stop_gradient(h)
@@ -86,13 +121,14 @@ def matching_alpha(h, p, t, d, x, s_meas, iters=50, e2e=None):
     return jnp.where(inside, a0 - res / jnp.where(inside, slope, 1.0), a0)
 
 
-@jax.jit
-def fit_alpha(hw, deploy, tgt, dr, dec, target_speedup, e2e=None):
-    """Per stacked row: the alpha that makes the model match `target_speedup` there (with `e2e`, one
-    flag per row: rows per request rate, matched on their latency ratio)."""
-    if e2e is None:
+@functools.partial(jax.jit, static_argnames="kind")
+def fit_alpha(hw, deploy, tgt, dr, dec, target_speedup, metric=None, kind=None):
+    """Per stacked row: the alpha that makes the model match `target_speedup` there (rows at load `kind`,
+    "qps" or "concurrency": matched on the ratio their `metric` code names, one per row)."""
+    if kind is None:
         return jax.vmap(matching_alpha)(hw, deploy, tgt, dr, dec, target_speedup)
-    return jax.vmap(lambda *a: matching_alpha(*a[:6], e2e=a[6]))(hw, deploy, tgt, dr, dec, target_speedup, e2e)
+    return jax.vmap(lambda *a: matching_alpha(*a[:6], kind=kind, metric=a[6]))(hw, deploy, tgt, dr, dec,
+                                                                               target_speedup, metric)
 
 
 def known_alpha(rows, dtype=jnp.float32):
@@ -124,45 +160,46 @@ _tree_alphas = jax.jit(jax.vmap(alpha_from_tree_tokens))
 
 
 def anchors(rows, known):
-    """Row index of each row's acceptance-group anchor (smallest batch or request rate, then smallest k)
-    where the row gives no acceptance, else -1."""
+    """Row index of each row's acceptance-group anchor (smallest batch, request rate or concurrency, then
+    smallest k, among rows whose metric rises with acceptance: not `measured.NO_ALPHA`) where the row
+    gives no acceptance, else -1; -2 where its group has no row to anchor at."""
     out = np.full(len(rows), -1)
     groups = {}
     for i, r in enumerate(rows):
         if np.isnan(known[i]):
             groups.setdefault(r.acceptance_group, []).append(i)
     for members in groups.values():
-        anchor = min(members, key=lambda i: (rows[i].qps or rows[i].batch, rows[i].k, i))
-        out[members] = anchor
+        fits = [i for i in members if rows[i].metric not in measured.NO_ALPHA]
+        out[members] = min(fits, key=lambda i: (rows[i].load_value, rows[i].k, i)) if fits else -2
     return out
 
 
 def inconsistent(rows):
     """True where the measured speedup exceeds the accepted length (known tau, tau from a given alpha,
-    or at most k + 1)."""
+    or at most k + 1). Ratios of iterations or of TTFT (`measured.NO_ALPHA`) are not per-token speedups:
+    never flagged."""
     out = np.zeros(len(rows), bool)
     for i, r in enumerate(rows):
+        if r.metric in measured.NO_ALPHA:
+            continue
         tau = r.tau if r.tau is not None else (sum(r.alpha ** j for j in range(r.k + 1))
                                                if r.alpha is not None else float(r.k + 1))
         out[i] = r.speedup > tau * (1 + 1e-9)
     return out
 
 
-def e2e_flags(rows):
-    """Per row per request rate: True where its metric is the request latency (else TPOT)."""
-    return jnp.asarray([r.metric == "e2e_request_latency" for r in rows])
-
-
 def resolve_alpha(rows, stacked, dtype=jnp.float32):
-    """alpha per row, where it came from ('given', 'accepted_length', 'fitted'), anchor flags. `rows` are
-    all per batch or all per request rate (stacked apart)."""
+    """alpha per row, where it came from ('given', 'accepted_length', 'fitted'; 'none' and NaN where its
+    group has no row to fit it at), anchor flags. `rows` are all of one load kind (stacked apart)."""
     alpha, source = known_alpha(rows, dtype)
     anchor_of = anchors(rows, alpha)
+    source[anchor_of == -2] = "none"
     sel = np.unique(anchor_of[anchor_of >= 0])
     if sel.size:
         sub = jax.tree.map(lambda x: x[sel], stacked)
-        flags = (e2e_flags([rows[i] for i in sel]),) if rows[0].is_rate else ()
-        fitted = np.asarray(fit_alpha(*sub, jnp.asarray([rows[i].speedup for i in sel], dtype), *flags))
+        kind = rows[0].load_kind
+        load = {} if kind == "batch" else dict(metric=metric_codes([rows[i] for i in sel]), kind=kind)
+        fitted = np.asarray(fit_alpha(*sub, jnp.asarray([rows[i].speedup for i in sel], dtype), **load))
         by_anchor = dict(zip(sel.tolist(), fitted))
         for i, a in enumerate(anchor_of):
             if a >= 0:
@@ -216,7 +253,7 @@ def plain_at_concurrency(h, p, t, d, x, n):
 METRIC_CODES = tuple(steps.METRICS)  # the order of `plain_metric`'s codes
 
 
-LOAD_KINDS = steps.LOADS  # a plain row's load, coded by its index (`plain_metric`'s kind)
+LOAD_KINDS = cells.LOADS  # a row's load, coded by its index (`plain_metric`'s kind)
 
 
 def _pick(table, metric, dtype):
@@ -332,10 +369,14 @@ def summarize_steps(df):
     return out
 
 
+GROUP_KEYS = ("rows_scored", "median_ape", "p90_ape", "side_accuracy")  # per group and per load kind
+
+
 def summarize(df):
-    """Overall, level and shape metrics (with the source-balanced headline), row counts by role, and per
-    source / engine / hardware groups; plain step-time rows (kind "step_time") in their own block,
-    `plain_steps` (`summarize_steps`)."""
+    """Overall, level and shape metrics (with the source-balanced headline), row counts by role, per load
+    kind (`by_load`: batch, qps, concurrency present in the table; each with its rows, scored metrics,
+    source-balanced median and its level and shape metrics) and per source / engine / hardware groups;
+    plain step-time rows (kind "step_time") in their own block, `plain_steps` (`summarize_steps`)."""
     plain = df.filter(pl.col("kind") == "step_time") if "kind" in df.columns else None
     if plain is not None:
         df = df.filter(pl.col("kind") != "step_time")
@@ -347,7 +388,14 @@ def summarize(df):
     out["unsupported_reasons"] = reasons
     out["level"] = metrics(df.filter(pl.col("role") != "shape"))
     out["shape"] = metrics(df.filter(pl.col("role") != "level"))
-    out["groups"] = {key: {str(v): {k: m[k] for k in ("rows_scored", "median_ape", "p90_ape", "side_accuracy")}
+    if "load_kind" in df.columns:  # per load kind (the acceptance bars of rows at load are per kind)
+        out["by_load"] = {kind: dict(rows=int(g.height), **{k: m[k] for k in GROUP_KEYS},
+                                     source_balanced_median_ape=source_balanced(g)["source_balanced_median_ape"],
+                                     level=metrics(g.filter(pl.col("role") != "shape")),
+                                     shape=metrics(g.filter(pl.col("role") != "level")))
+                          for kind in STATUS if (g := df.filter(pl.col("load_kind") == kind)).height
+                          for m in (metrics(g),)}
+    out["groups"] = {key: {str(v): {k: m[k] for k in GROUP_KEYS}
                            for (v,), g in df.sort(key).group_by([key], maintain_order=True)
                            if (m := metrics(g))["rows_scored"]}
                      for key in ("source", "engine", "hardware")}
@@ -380,39 +428,43 @@ def _evaluate_speedups(rows, engine, profiles, mode, dtype):
     status = np.array([Point.INVALID_INPUT.label] * n, dtype=object)
     engine_used = np.array([""] * n, dtype=object)
     fixed = measured.engine_profile(engine) if isinstance(engine, str) else engine
-    for per_rate in (False, True):  # rows per batch and rows per request rate: stacked and predicted apart
-        idx = np.array([i for i, r in enumerate(rows) if not r.unsupported and r.is_rate == per_rate], dtype=int)
+    for kind in STATUS:  # rows per batch, per request rate and at a concurrency: stacked and predicted apart
+        idx = np.array([i for i, r in enumerate(rows) if not r.unsupported and r.load_kind == kind], dtype=int)
         if not idx.size:
             continue
         part = [rows[i] for i in idx]
         stacked = measured.stack(part, engine, profiles, dtype, mode)
         a, src, anc = resolve_alpha(part, stacked, dtype)
         hw, deploy, tgt, dr, dec = stacked
-        dec = dec.replace(alpha=jnp.asarray(a, dec.alpha.dtype))
-        if per_rate:
-            sp, st = predict_rate(hw, deploy, tgt, dr, dec, e2e_flags(part))
-            status[idx] = Serving.decode(np.asarray(st))
-        else:
+        dec = dec.replace(alpha=jnp.asarray(np.nan_to_num(a, nan=0.5), dec.alpha.dtype))  # NaN: no acceptance
+        if kind == "batch":
             sp, st = predict(hw, deploy, tgt, dr, dec)
-            status[idx] = Point.decode(np.asarray(st))
+        else:
+            sp, st = predict_load(hw, deploy, tgt, dr, dec, metric_codes(part), kind)
+        status[idx] = STATUS[kind].decode(np.asarray(st))
         alpha[idx], source[idx], anchor[idx] = a, src, anc
-        s_pred[idx] = np.asarray(sp, np.float64)
+        s_pred[idx] = np.where(np.isnan(a), np.nan, np.asarray(sp, np.float64))
         engine_used[idx] = [(fixed or measured.engine_profile(r.engine_name, profiles)).slug for r in part]
     meas = np.array([r.speedup for r in rows])
     bad = inconsistent(rows)
-    lowest = {}  # a series' lowest request rate: its level row (the rate analogue of batch 1)
+    lowest = {}  # a series' lowest request rate or concurrency: its level row (the analogue of batch 1)
     for r in rows:
-        if r.is_rate:
-            lowest[r.series] = min(lowest.get(r.series, r.qps), r.qps)
+        if r.load_kind != "batch":
+            key = (r.series, r.load_kind)
+            lowest[key] = min(lowest.get(key, r.load_value), r.load_value)
     role, note = [], []
     for i, r in enumerate(rows):
         if r.unsupported:
             role.append("unsupported"), note.append(r.unsupported)
+        elif source[i] == "none":
+            role.append("unsupported"), note.append(f"no acceptance: {' and '.join(measured.NO_ALPHA)} ratios do "
+                                                    "not identify it; give acceptance_rate or accepted_length")
         elif bad[i]:
             role.append("inconsistent"), note.append("measured speedup above the accepted length")
         elif anchor[i]:
             role.append("anchor"), note.append("alpha fitted here")
-        elif (r.qps == lowest.get(r.series) if r.is_rate else r.batch == 1) and (r.alpha, r.tau) != (None, None):
+        elif (r.load_value == lowest[(r.series, r.load_kind)] if r.load_kind != "batch" else r.batch == 1) \
+                and (r.alpha, r.tau) != (None, None):
             role.append("level"), note.append("")
         else:
             role.append("shape"), note.append("")
@@ -422,10 +474,12 @@ def _evaluate_speedups(rows, engine, profiles, mode, dtype):
         target=[r.target for r in rows], drafter=[r.drafter for r in rows], draft=[r.draft or "" for r in rows],
         hardware=[r.hardware for r in rows], tp=[r.tp for r in rows], ep=[r.ep for r in rows],
         dp_attention=[r.dp_attention for r in rows], tree_topk=[r.tree_topk or 1 for r in rows],
-        tree_tokens=[r.tree_tokens or r.k + 1 for r in rows], batch=[None if r.is_rate else r.batch for r in rows],
-        qps=[r.qps for r in rows], k=[r.k for r in rows], context=[r.context for r in rows], alpha=alpha,
-        alpha_source=list(source),
+        tree_tokens=[r.tree_tokens or r.k + 1 for r in rows], load_kind=[r.load_kind for r in rows],
+        batch=[r.batch if r.load_kind == "batch" else None for r in rows], qps=[r.qps for r in rows],
+        concurrency=[r.concurrency for r in rows], metric=[r.metric for r in rows], k=[r.k for r in rows],
+        context=[r.context for r in rows], alpha=alpha, alpha_source=list(source),
         anchor=anchor, role=role, note=note, measured_speedup=meas, predicted_speedup=s_pred,
         ape=np.abs(s_pred / meas - 1.0), side_ok=(s_pred > 1.0) == (meas > 1.0), status=list(status),
-        kind=["speedup"] * n))
+        kind=["speedup"] * n),
+        schema_overrides=dict(batch=pl.Float64, qps=pl.Float64, concurrency=pl.Int64))
     return df.with_columns(pl.col("alpha", "predicted_speedup", "ape").fill_nan(None))

@@ -54,6 +54,9 @@ def check_buildable(rows):
     return out
 
 
+LOADS = ("concurrency", "qps", "batch")  # the load a measured row was taken under: exactly one per row
+
+
 def known(value, slugs):
     """A preset slug or an existing file path."""
     return bool(value) and (value in slugs or pathlib.Path(value).is_file())
@@ -80,6 +83,17 @@ class Measured:
     qps: float | None = None
     dataset: str = ""
     unsupported: str | None = None
+
+    @property
+    def load_kind(self):
+        """"concurrency", "qps" or "batch" (`LOADS`): the load the row was measured under (every subclass
+        has a `batch`; a speedup row at a rate or a concurrency carries batch 1, so the order decides)."""
+        return next(n for n in LOADS if getattr(self, n) is not None)
+
+    @property
+    def load_value(self):
+        """The number of the row's load: its concurrency, request rate or batch."""
+        return getattr(self, self.load_kind)
 
     @property
     def source(self):

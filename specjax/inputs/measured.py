@@ -7,11 +7,12 @@ source_url). Optional columns: `engine` (the engine profile of the row: vllm, sg
 dataset share one acceptance), `t_base_s` and `t_sd_step_s` (measured step times, seconds), `ep`,
 `dp_attention` and `draft_tp` (the layout), `tree_depth`, `tree_topk` and `tree_tokens` (a draft tree),
 `kv_dtype` (the KV-cache dtype; empty: the engine's default). A file with `value_s` and no `drafter`
-column holds plain step times under load instead (`inputs.steps`). Rows per request rate (MODEL.md 6)
-give `qps`, `input_len`, `output_len` and `measured_ratio` (baseline / speculative latency; `metric`
-tpot or e2e_request_latency) in place of `batch`, `context` and `measured_speedup` (a file of such rows
-may omit those three columns), and optionally `max_num_seqs`. The columns of model inputs and their
-ranges are the catalogue's (`catalogue.CSV`).
+column holds plain step times under load instead (`inputs.steps`). Rows at a request rate (MODEL.md 6)
+or a closed-loop client concurrency (MODEL.md 6.1) give `qps` or `concurrency`, `input_len`,
+`output_len` and `measured_ratio` (the ratio of the metric `metric` names at equal load: `METRICS`) in
+place of `batch`, `context` and `measured_speedup` (a file of such rows may omit those three columns),
+and optionally `max_num_seqs`: exactly one of batch, qps and concurrency per row. The columns of model
+inputs and their ranges are the catalogue's (`catalogue.CSV`).
 
 A malformed value (a number that is not a number, an alpha above 1) is an error naming the file, the
 line, the column, the value and what is allowed. A row the model cannot represent (an unknown slug or
@@ -43,8 +44,10 @@ from ..cost.trees import Decode, Load
 # the rest describe the measurement.
 COLUMNS = ("series", "target", "drafter", "draft", "hardware", "tp", "batch", "k", "acceptance_rate",
            "accepted_length", "context", "weight_dtype", "measured_speedup", "metric", "approximate", "source_url")
-BATCH_ONLY = ("batch", "context", "measured_speedup")  # a file of rate rows may leave these out
-RATE = ("qps", "input_len", "output_len", "measured_ratio")  # a row per request rate (MODEL.md 6)
+BATCH_ONLY = ("batch", "context", "measured_speedup")  # a file of rows at load may leave these out
+AT_LOAD = ("input_len", "output_len", "measured_ratio")  # a row at a request rate or a concurrency: with its load
+LOAD_COLUMNS = ("qps", "concurrency")  # that load (MODEL.md 6 and 6.1)
+WHAT = {"qps": "a row per request rate", "concurrency": "a row at a closed-loop concurrency"}
 MEASUREMENT = ("t_base_s", "t_sd_step_s", "dataset", "tree_depth", "measured_ratio")  # optional, not model inputs
 
 
@@ -53,7 +56,22 @@ def optional_columns():
     return tuple(c for c in catalogue.CSV if c not in COLUMNS) + MEASUREMENT
 
 
-METRICS = {"batch": ("throughput", "latency"), "rate": ("e2e_request_latency", "tpot")}
+# The metrics a row may name, per load kind (`cells.LOADS`). At a closed-loop concurrency N the row's
+# measured_ratio is the ratio at equal N of the metric its source printed, and the table names the
+# `search.concurrency.ClosedSide` field it is the ratio baseline / speculative of:
+# - throughput: output (or request) throughput speculative / baseline = E2E baseline / speculative, as
+#   N = X E2E on both sides (`ClosedLoop.ratio_e2e`);
+# - tpot: (E2E - TTFT) / (L_out - 1) as benchmarks compute it (`ClosedLoop.speedup_tpot`);
+# - itl: vLLM bench serve's ITL, the gap between streamed chunks: with speculation a chunk carries the
+#   tokens of one verification, so the ratio is of iterations, base / speculative (below 1 where the
+#   verify pass costs more than a decode pass); a per-token ITL (E2E - TTFT over tokens) is tpot's;
+# - ttft and e2e_request_latency: the ratio of those latencies (`ratio_ttft`, `ratio_e2e`).
+METRICS = {"batch": ("throughput", "latency"), "qps": ("e2e_request_latency", "tpot"),
+           "concurrency": {"throughput": "e2e_s", "tpot": "tpot_s", "e2e_request_latency": "e2e_s",
+                           "itl": "iteration_s", "ttft": "ttft_s"}}
+# Ratios that do not rise with acceptance (an iteration with speculation is longer, the more so the
+# more tokens it carries; a prompt's TTFT does not depend on it at one client): they cannot anchor a fitted alpha
+NO_ALPHA = ("itl", "ttft")
 LAYOUT = ("ep", "dp_attention", "draft_tp")  # optional layout columns (MODEL.md 1.1); tp is required
 DEFAULT_ENGINE = engines.DEFAULT  # rows with an empty engine column
 MAX_BYTES = 64 << 20
@@ -61,7 +79,8 @@ MAX_BYTES = 64 << 20
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Row(cells.Measured):
-    """One measured speedup (or TPOT / E2E ratio at a request rate) and the inputs it was measured at."""
+    """One measured speedup (or latency / throughput ratio at a request rate or a concurrency) and the
+    inputs it was measured at."""
 
     drafter: str
     draft: str | None
@@ -87,14 +106,14 @@ class Row(cells.Measured):
     @property
     def is_rate(self):
         """A row given per request rate (qps, lengths, measured_ratio) rather than per batch."""
-        return self.qps is not None
+        return self.load_kind == "qps"
 
     @property
     def acceptance_group(self):
-        """Rows that share one acceptance (MODEL.md 7): same target, drafter, draft and dataset; without
-        a dataset column, the series."""
+        """Rows that share one acceptance (MODEL.md 7): same target, drafter, draft, dataset and load kind
+        (rows of each kind are predicted apart); without a dataset column, the series."""
         key = (self.target, self.drafter, self.draft or "", self.dataset) if self.dataset else (self.series,)
-        return key + (("rate",) if self.is_rate else ())
+        return key + ((self.load_kind,) if self.load_kind != "batch" else ())
 
     @property
     def layout(self):
@@ -117,21 +136,33 @@ class Row(cells.Measured):
                         alpha=0.5, roofline=roofline, engine=engines.PURE)
 
 
-def _rate(p, line, r):
-    """The request-rate fields of a row ({} for a row per batch): qps, lengths, measured_ratio and an
-    optional max_num_seqs. A row with a qps needs the rest; a batch row must leave them empty."""
-    given = [c for c in RATE if (r.get(c) or "").strip()]
-    if not given:
+def _at_load(p, line, r):
+    """The load fields of a row at a request rate or a closed-loop concurrency ({} for a row per batch):
+    qps or concurrency, lengths, measured_ratio and an optional max_num_seqs. A row with a qps or a
+    concurrency needs the rest and must leave the batch columns empty; exactly one load per row."""
+    cell = lambda c: (r.get(c) or "").strip()  # noqa: E731
+    loads = [c for c in LOAD_COLUMNS if cell(c)]
+    if not loads:
+        if any(cell(c) for c in AT_LOAD):
+            raise _err(p, line, "qps", "", f"a value, or a concurrency: a row with {', '.join(AT_LOAD)} is at a "
+                       "request rate or a closed-loop concurrency")
         return {}
-    if len(given) < len(RATE):
-        missing = next(c for c in RATE if c not in given)
-        raise _err(p, line, missing, r.get(missing) or "", f"a value: a row per request rate needs {', '.join(RATE)}")
+    kind, what = loads[0], WHAT[loads[0]]
+    if len(loads) > 1:
+        raise _err(p, line, "concurrency", r["concurrency"], f"empty in {what} (qps = {r['qps']}): exactly one "
+                   "of batch, qps and concurrency per row")
     for c in BATCH_ONLY:
-        if (r.get(c) or "").strip():
-            raise _err(p, line, c, r[c], f"empty in a row per request rate (qps = {r['qps']})")
-    out = {c: _input(p, line, c, r[c], optional=False) for c in ("qps", "input_len", "output_len")}
-    out["measured_ratio"] = _number(p, line, "measured_ratio", r["measured_ratio"], "a number > 0 (baseline / "
-                                    "speculative latency)", lambda v: 0 < v < 100)
+        if cell(c):
+            raise _err(p, line, c, r[c], f"empty in {what} ({kind} = {r[kind]}): exactly one of batch, qps and "
+                       "concurrency per row" if c == "batch" else f"empty in {what} ({kind} = {r[kind]})")
+    need = (kind,) + AT_LOAD
+    if not all(cell(c) for c in need):
+        missing = next(c for c in need if not cell(c))
+        raise _err(p, line, missing, r.get(missing) or "", f"a value: {what} needs {', '.join(need)}")
+    out = {c: _input(p, line, c, r[c], optional=False) for c in (kind, "input_len", "output_len")}
+    out["measured_ratio"] = _number(p, line, "measured_ratio", r["measured_ratio"], "a number > 0 (the ratio "
+                                    "of the metric at equal load: baseline / speculative latency, speculative / "
+                                    "baseline throughput)", lambda v: 0 < v < 100)
     out["max_num_seqs"] = _input(p, line, "max_num_seqs", r.get("max_num_seqs"))
     return out
 
@@ -164,15 +195,17 @@ def load(path):
     unknown = [c for c in df.columns if c not in known]
     if unknown:
         raise SpecError(f"{p}: unknown column {unknown[0]!r}; expected {', '.join(known)}")
-    rate_file = all(c in df.columns for c in RATE)
-    missing = [c for c in COLUMNS if c not in df.columns and not (rate_file and c in BATCH_ONLY)]
+    load_file = all(c in df.columns for c in AT_LOAD) and any(c in df.columns for c in LOAD_COLUMNS)
+    missing = [c for c in COLUMNS if c not in df.columns and not (load_file and c in BATCH_ONLY)]
     if missing:
         raise SpecError(f"{p}: missing column {missing[0]!r}; expected columns {', '.join(COLUMNS)} (or, for rows "
-                        f"per request rate, {', '.join(RATE)} in place of {', '.join(BATCH_ONLY)})")
-    partial = [c for c in RATE if c in df.columns] if not rate_file else []
-    if partial:
-        raise SpecError(f"{p}: column {partial[0]!r} without {', '.join(c for c in RATE if c not in df.columns)}; "
-                        f"expected all of {', '.join(RATE)} for rows per request rate")
+                        f"at a request rate or a concurrency, qps or concurrency and {', '.join(AT_LOAD)} in place "
+                        f"of {', '.join(BATCH_ONLY)})")
+    partial = [c for c in ("qps",) + AT_LOAD if c in df.columns] if not load_file else []
+    if partial:  # (a `concurrency` column alone is checked per row: an empty one is allowed in a batch file)
+        absent = [c for c in AT_LOAD if c not in df.columns] or ["qps or concurrency"]
+        raise SpecError(f"{p}: column {partial[0]!r} without {', '.join(absent)}; expected qps or concurrency "
+                        f"and all of {', '.join(AT_LOAD)} for rows at a request rate or a concurrency")
     if df.height == 0:
         raise SpecError(f"{p}: no data rows")
     model_slugs, hw_slugs = set(_models.preset_slugs()), set(_hw.preset_slugs())
@@ -186,7 +219,7 @@ def load(path):
                 raise _err(p, line, col, "", f"a {col} (preset slug or path)" if col != "drafter" else
                            f"one of {', '.join(drafters.names(measurable_only=True))}")
         tp = _input(p, line, "tp", r["tp"], optional=False)
-        rate = _rate(p, line, r)
+        rate = _at_load(p, line, r)
         k = _input(p, line, "k", r["k"], optional=False)
         alpha = _input(p, line, "acceptance_rate", r["acceptance_rate"])
         tau = _number(p, line, "accepted_length", r["accepted_length"], f"empty or in [1, k+1 = {k + 1}]",
@@ -198,10 +231,10 @@ def load(path):
             ctx = _input(p, line, "context", r.get("context"), optional=False)
             speed = _number(p, line, "measured_speedup", r.get("measured_speedup"), "a number > 0 (SD / no-SD)",
                             lambda v: 0 < v < 100)
-        allowed = METRICS["rate" if rate else "batch"]
-        if r["metric"] not in allowed:
-            raise _err(p, line, "metric", r["metric"], " or ".join(allowed) + (" (a row per request rate)" if rate
-                                                                              else ""))
+        kind = next((c for c in LOAD_COLUMNS if c in rate), "batch")
+        if r["metric"] not in METRICS[kind]:
+            raise _err(p, line, "metric", r["metric"], " or ".join(METRICS[kind]) + (f" ({WHAT[kind]})" if rate
+                                                                                     else ""))
         if r["weight_dtype"] not in BYTES_PER_ELEMENT:
             raise _err(p, line, "weight_dtype", r["weight_dtype"], f"one of {', '.join(BYTES_PER_ELEMENT)}")
         times = {c: _number(p, line, c, r.get(c), "empty or seconds > 0", lambda v: v > 0, optional=True)
@@ -220,7 +253,6 @@ def load(path):
         kv = (r.get("kv_dtype") or "").strip() or None
         if kv is not None and kv not in BYTES_PER_ELEMENT:
             raise _err(p, line, "kv_dtype", kv, f"empty or one of {', '.join(BYTES_PER_ELEMENT)}")
-        conc = _input(p, line, "concurrency", r.get("concurrency"))
         loc = _input(p, line, "expert_locality", r.get("expert_locality"))
         engine = (r.get("engine") or "").strip()
         if engine and not engine.replace("-", "").replace("_", "").isalnum():
@@ -230,9 +262,8 @@ def load(path):
                         tau=tau, context=ctx, weight_dtype=canonical(r["weight_dtype"]), speedup=speed,
                         metric=r["metric"], source_url=r["source_url"] or "", engine=engine,
                         expert_locality=loc or 0.0, dataset=(r.get("dataset") or "").strip(),
-                        kv_dtype=kv and canonical(kv), unsupported=_unsupported(r, model_slugs, hw_slugs)
-                        or (conc is not None and "column concurrency: speedups at a closed-loop concurrency await "
-                            "the closed-loop model (MODEL.md 6.1)") or None, **times, **layout, **rate))
+                        kv_dtype=kv and canonical(kv), unsupported=_unsupported(r, model_slugs, hw_slugs),
+                        **times, **layout, **rate))
     rows = check_buildable(rows)
     if all(r.unsupported for r in rows):
         raise SpecError(f"{p}: no row can be evaluated; line {rows[0].line}, {rows[0].unsupported}")
@@ -290,7 +321,8 @@ def stack(rows, engine=None, profiles=None, dtype=jnp.float32, roofline="operato
 def _decode(rows, dtype, limits):
     """The rows' operating points, one array per field. Where any row is a draft tree every row carries
     tree leaves (a chain as topk 1, k + 1 tokens), so that chain and tree rows stack together. A row per
-    request rate without `max_num_seqs` takes its engine's scheduler defaults (`limits`, per row)."""
+    request rate or a concurrency without `max_num_seqs` takes its engine's scheduler defaults (`limits`,
+    per row); a concurrency row's `Load.qps` is a placeholder (the closed loop reads `Load.concurrency`)."""
     cols = dict(batch=[r.batch for r in rows], k=[r.k for r in rows],
                 alpha=[r.alpha if r.alpha is not None else 0.5 for r in rows], context=[r.context for r in rows],
                 draft_cost_ratio=[0.0] * len(rows), expert_locality=[r.expert_locality for r in rows])
@@ -298,14 +330,15 @@ def _decode(rows, dtype, limits):
         cols.update(tree_topk=[r.tree_topk or 1 for r in rows], tree_tokens=[r.tree_tokens or r.k + 1 for r in rows])
     arr = lambda v: jnp.asarray(np.asarray(v, dtype=np.dtype(dtype)))  # noqa: E731
     load = None
-    if any(r.is_rate for r in rows):  # rows per request rate are stacked on their own (`validate`)
-        if not all(r.is_rate for r in rows):
-            raise ValueError("stack rows per batch and rows per request rate separately")
-        load = Load(qps=arr([r.qps for r in rows]), input_len=arr([r.input_len for r in rows]),
+    kinds = {r.load_kind for r in rows}
+    if len(kinds) > 1:  # rows of each load kind are stacked on their own (`validate`)
+        raise ValueError(f"stack rows of one load kind at a time (batch, qps, concurrency), not {sorted(kinds)}")
+    if kinds != {"batch"}:
+        load = Load(qps=arr([r.qps or 1.0 for r in rows]), input_len=arr([r.input_len for r in rows]),
                     output_len=arr([r.output_len for r in rows]),
                     max_num_seqs=arr([r.max_num_seqs or m["max_num_seqs"] for r, m in zip(rows, limits)]),
                     chunk_tokens=arr([m["chunk_tokens"] for m in limits]),
-                    concurrency=arr([Load.concurrency] * len(rows)))
+                    concurrency=arr([r.concurrency or Load.concurrency for r in rows]))
     return Decode(**{k: arr(v) for k, v in cols.items()}, load=load)
 
 

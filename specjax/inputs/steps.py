@@ -33,7 +33,7 @@ REQUIRED = ("series", "target", "hardware", "tp", "weight_dtype", "input_len", "
             "source_url")
 OPTIONAL = ("engine", "engine_version", "ep", "dp_attention", "kv_dtype", "concurrency", "qps", "batch", "dataset",
             "t_base_s", "approximate", "note")
-LOADS = ("concurrency", "qps", "batch")  # exactly one per row
+LOADS = cells.LOADS  # exactly one per row
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -48,11 +48,6 @@ class StepRow(cells.Measured):
     approximate: bool = False
 
     is_step = True  # a plain step-time row (rows of `inputs.measured` are speedups)
-
-    @property
-    def load_kind(self):
-        """"concurrency", "qps" or "batch": the load the row was measured under."""
-        return next(n for n in LOADS if getattr(self, n) is not None)
 
     @property
     def layout(self):
