@@ -16,7 +16,9 @@ first fit, the Jacobian of the residuals in bound-normalised coordinates gives e
 error (Gauss-Newton: cov = s^2 (J^T J)^-1); a parameter is identified when its error is below a
 quarter of its value (or of 2% of its range, for values near 0). The least identified parameter is
 held at `PRIORS` (or at a given prior profile) and the rest refitted, until every fitted parameter is
-identified. `Calibration` reports both lists, the errors and the condition number of J^T J.
+identified, unless holding it raises the loss beyond noise (`needed`, an F test): then the next least
+identified one is tried, and where every poorly identified term is needed, they stay fitted with their
+errors. `Calibration` reports both lists, the errors and the condition number of J^T J.
 """
 
 import dataclasses
@@ -274,6 +276,16 @@ def identifiability(vals, fit, data, dtype):
     return se, ratio, cond
 
 
+F_CRIT = 4.0  # F statistic above which holding a term is rejected (about 95% for one term and many residuals)
+
+
+def needed(loss, loss_without, n_res, n_fit):
+    """True where holding one term raises the loss more than noise would (an F test of one restriction:
+    F = (L_without - L) / (L / (n_res - n_fit)) > `F_CRIT`): the data need that term even where its
+    standard error is large (two terms that move the same residuals: hold the other one instead)."""
+    return (loss_without - loss) / max(loss, 1e-30) * max(n_res - n_fit, 1) > F_CRIT
+
+
 @dataclasses.dataclass(frozen=True)
 class Calibration:
     profile: engines.EngineProfile
@@ -327,13 +339,19 @@ def fit(rows, *, name="calibrated", hbm_efficiency=0.85, holdout_fraction=0.3, s
     hists, identified = [hist], candidates
     se, ratio, cond = identifiability(vals, identified, data, dtype)
     first_se, first_cond = se, cond
-    while identified and max(ratio.values()) >= 1.0:  # drop the least identified term, refit the rest
-        worst = max(ratio, key=ratio.get)
-        identified = tuple(n for n in identified if n != worst)
-        vals = {**vals, worst: held[worst]}
-        vals, hist = _optimise(data, identified, held, max(steps // 3, 10), learning_rate, dtype, progress,
-                               f"refit without {worst}", start={**start, **vals})
-        hists.append(hist)
+    n_res = int(np.asarray(data["used"]).sum())
+    loss = float(hist[-1])
+    while identified and max(ratio.values()) >= 1.0:  # hold the least identified term the data can spare
+        for worst in sorted((n for n in identified if ratio[n] >= 1.0), key=ratio.get, reverse=True):
+            trial = tuple(n for n in identified if n != worst)
+            t_vals, hist = _optimise(data, trial, held, max(steps // 3, 10), learning_rate, dtype, progress,
+                                     f"refit without {worst}", start={**start, **vals, worst: held[worst]})
+            hists.append(hist)
+            if not needed(loss, float(hist[-1]), n_res, len(identified)):
+                identified, vals, loss = trial, t_vals, min(loss, float(hist[-1]))
+                break
+        else:  # every poorly identified term is needed: keep them (their errors say how poorly)
+            break
         se, ratio, cond = identifiability(vals, identified, data, dtype)
     hist1 = np.concatenate(hists)
     held_names = tuple(n for n in FIELDS if n not in identified)

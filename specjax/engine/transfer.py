@@ -11,12 +11,18 @@ import dataclasses
 import jax.numpy as jnp
 import polars as pl
 
+from .. import catalogue
 from ..inputs import engines
 from . import calibrate, validate
 
 MIN_ROWS = 8  # an engine needs this many supported training rows to get a profile of its own
 MIN_SECTION_ROWS = 6  # rows of an engine on one GPU that earn a [hardware.<slug>] section (`minority_hardware`)
 POOLED = "*"  # key of the pooled profile in a profiles dict (`measured.engine_profile` falls back to it)
+
+
+# what a GPU section fits: how the engine's kernels run on that silicon (efficiencies, per-token traffic); the
+# host-side overheads are the engine's software, the same on every GPU, and stay the engine's
+SECTION_FIELDS = tuple(n for n in calibrate.FIELDS if catalogue.ENGINE[n].engine in ("efficiency", "per_token"))
 
 
 def minority_hardware(rows):
@@ -41,12 +47,14 @@ def in_sections(rows):
 
 def fit_engine(rows, name, prior=None, steps=600, dtype=jnp.float32, progress=None):
     """An engine's `Calibration` on its rows outside `minority_hardware`, and one per minority GPU on that
-    GPU's rows, starting from (and holding at) the engine's values: (base, {hardware slug: Calibration})."""
+    GPU's rows (`SECTION_FIELDS` only), starting from (and holding at) the engine's values:
+    (base, {hardware slug: Calibration})."""
     minority = minority_hardware(rows)
     base = calibrate.fit([r for r in rows if r.hardware not in minority], name=name, holdout_fraction=0.0,
                          steps=steps, dtype=dtype, progress=progress, prior=prior)
     sections = {h: calibrate.fit([r for r in rows if r.hardware == h], name=f"{name} on {h}", holdout_fraction=0.0,
-                                 steps=steps, dtype=dtype, progress=progress, prior=base.values) for h in minority}
+                                 steps=steps, dtype=dtype, progress=progress, prior=base.values,
+                                 fields=SECTION_FIELDS) for h in minority}
     return base, sections
 
 
