@@ -141,10 +141,11 @@ def test_restarted_server_and_unpaired_results_are_refused(tmp_path):
 
 SC = dict(target="llama-3.1-8b", hardware="h100-sxm", drafter="eagle", draft="eagle3-llama-3.1-8b",
           position_rates=(0.601, 0.286, 0.128), engine="vllm")
+SC_STEPS = {**SC, "engine": "trtllm"}  # k steps down twice over batch (3, 2, off): a TensorRT-LLM schedule
 
 
 def test_advise_round_trips_through_point():
-    sc = Scenario(**SC)
+    sc = Scenario(**SC_STEPS)
     ranges, table, best = advise.schedule(sc, 256, k_max=6)
     assert ranges[0][0] == 1 and ranges[-1][1] == 256
     assert all(a[1] + 1 == b[0] for a, b in zip(ranges, ranges[1:]))  # contiguous, no overlap
@@ -152,11 +153,11 @@ def test_advise_round_trips_through_point():
     for first, last, k in ranges:
         for b in sorted({first, (first + last) // 2, last}):
             if k:  # fed back to `point`: it pays by the margin on the whole range
-                s = api.point(Scenario(**SC, batch=float(b), k=k))["speedup"]
+                s = api.point(Scenario(**SC_STEPS, batch=float(b), k=k))["speedup"]
                 assert s >= 1 + advise.MARGIN - 1e-6, (b, k, s)
             else:  # where it is off, no k in 1..k_max pays by the margin, or none fits in memory
                 for kk in range(1, 7):
-                    p = api.point(Scenario(**SC, batch=float(b), k=kk))
+                    p = api.point(Scenario(**SC_STEPS, batch=float(b), k=kk))
                     assert p["speedup"] < 1 + advise.MARGIN or p["status"] != "ok", (b, kk, p)
     why = [r["off_because"] for r in advise.expected(ranges, table) if not r["k"]]
     assert why and set(why) <= {"does_not_fit", "does_not_pay"}

@@ -76,7 +76,7 @@ def test_a_topk_1_tree_is_the_chain_exactly(acceptance):
         tree = step(*Scenario(**BASE, k=3, batch=batch, engine="vllm", tree_topk=1, tree_tokens=4,
                               **acceptance).build(F64))
         for name, v in chain._asdict().items():
-            assert float(getattr(tree, name)) == float(v), name
+            assert float(getattr(tree, name)) == pytest.approx(float(v), rel=1e-13, abs=1e-300), name  # to rounding
 
 
 def test_tree_draft_and_verify_costs_by_hand():
