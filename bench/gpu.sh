@@ -22,7 +22,7 @@ run throughput 80 python3 bench/throughput.py --points 268435456 --numpy-points 
 run sweep_e2e 70 python3 bench/sweep_e2e.py
 run autodiff 40 python3 bench/autodiff.py --points 4194304
 run kernels 45 python3 bench/kernels.py --points 67108864 --numpy-points 2000000
-run serving 35 python3 bench/serving.py --points 16777216 --curves 65536
+run serving 50 python3 bench/serving.py --points 16777216 --curves 65536
 echo "== JSON (one line per benchmark)"
 for name in throughput sweep_e2e autodiff kernels serving; do
   line=$(tail -n 1 "$out/$name.log" 2>/dev/null || true)

@@ -123,10 +123,22 @@ def sensitivity(scenario, batch_max=65536.0, dtype=None):
     out = _crossover_dict(c)
     out["of"] = _sensitivity.OF[int(of)]
     out["at_batch"] = out["crossover_batch"] if int(of) == 0 else finite_or_none(np.float32(scenario.batch))
+    return {**out, **elasticities(deriv, elast)}
+
+
+def elasticities(deriv, elast):
+    """`elasticities` (largest in magnitude first) and `derivatives` as Python floats (NaN -> None)."""
     clean = lambda d: {k: finite_or_none(v) for k, v in d.items()}  # noqa: E731
-    out["elasticities"] = dict(sorted(clean(elast).items(), key=lambda kv: -abs(kv[1] or 0.0)))
-    out["derivatives"] = clean(deriv)
-    return out
+    return dict(elasticities=dict(sorted(clean(elast).items(), key=lambda kv: -abs(kv[1] or 0.0))),
+                derivatives=clean(deriv))
+
+
+def _curve_and_sensitivity(curve, with_sensitivity, sensitivity, *trees):
+    """(curve, derivatives, elasticities) of a switch-off search: `with_sensitivity(*trees, batched=True)`
+    where `sensitivity`, else `curve(*trees, batched=True)` and no derivatives (None, None)."""
+    if sensitivity:
+        return with_sensitivity(*trees, batched=True)
+    return curve(*trees, batched=True), None, None
 
 
 @functools.partial(jax.jit, static_argnames=("k_max", "method"))
@@ -213,10 +225,8 @@ AUTO_QPS = (0.01, 1.2)  # default rates: fractions of the larger sustainable rat
 @functools.partial(jax.jit, static_argnames=("relative", "sensitivity"))
 def _serve(hw, deploy, tgt, draft, dec, qps, tpot_slo, ttft_slo, relative, sensitivity):
     m = _serving.sides(hw, deploy, tgt, draft, dec)
-    if sensitivity:  # the rate curve with the elasticities of its switch-off rate
-        curve, deriv, elast = _serving.switch_off_sensitivity(hw, deploy, tgt, draft, dec, batched=True)
-    else:
-        (curve, deriv, elast) = _serving.rate_curve(hw, deploy, tgt, draft, dec, batched=True), None, None
+    curve, deriv, elast = _curve_and_sensitivity(_serving.rate_curve, _serving.switch_off_sensitivity, sensitivity,
+                                                 hw, deploy, tgt, draft, dec)
     rates = qps * curve.qps_top if relative else qps
     per = jax.vmap(lambda q: _serving.serve(hw, deploy, tgt, draft, dec, q, model=m))(rates)
     return per, curve, _serving.max_qps_within(hw, deploy, tgt, draft, dec, tpot_slo, ttft_slo, m), deriv, elast
@@ -256,29 +266,30 @@ def serve(scenario, qps=None, tpot_slo=None, ttft_slo=None, sensitivity=False, d
         out["slo"] = dict(tpot_s=tpot_slo, ttft_s=ttft_slo, max_qps_base=finite_or_none(slo_b),
                           max_qps_sd=finite_or_none(slo_s))
     if sensitivity:
-        clean = lambda d: {k: finite_or_none(v) for k, v in d.items()}  # noqa: E731
-        out["elasticities"] = dict(sorted(clean(elast).items(), key=lambda kv: -abs(kv[1] or 0.0)))
-        out["derivatives"] = clean(deriv)
+        out.update(elasticities(deriv, elast))
     out["inputs"] = {**{k: v for k, v in inputs(scenario).items() if k != "batch"}, **serve_inputs(scenario)}
     return out
 
 
-@jax.jit
-def _closed(hw, deploy, tgt, draft, dec, ns):
+@functools.partial(jax.jit, static_argnames=("sensitivity",))
+def _closed(hw, deploy, tgt, draft, dec, ns, sensitivity):
     m = _serving.sides(hw, deploy, tgt, draft, dec)
     per = jax.vmap(lambda n: _concurrency.closed(hw, deploy, tgt, draft, dec, n, model=m))(ns)
-    return per, _concurrency.concurrency_curve(hw, deploy, tgt, draft, dec, batched=True)
+    curve, deriv, elast = _curve_and_sensitivity(_concurrency.concurrency_curve, _concurrency.switch_off_sensitivity,
+                                                 sensitivity, hw, deploy, tgt, draft, dec)
+    return per, curve, deriv, elast
 
 
-def serve_concurrency(scenario, concurrency, dtype=None):
+def serve_concurrency(scenario, concurrency, sensitivity=False, dtype=None):
     """The closed loop of MODEL.md 6.1 for a `Scenario` with input/output lengths: per concurrency N (clients
     each sending its next request when its last one ends) both sides' request throughput, decode batch,
     prompt tokens per iteration, ITL, TPOT, TTFT, E2E, output throughput and queue wait, the ratios at equal
     N and per-side status (`queued`: N exceeds what the engine holds at its batch cap); over N the
-    concurrency where speculation stops lowering E2E (`switch_off_concurrency`) and each side's capacity."""
+    concurrency where speculation stops lowering E2E (`switch_off_concurrency`) and each side's capacity;
+    with `sensitivity` the elasticities of the switch-off concurrency (None where there is none)."""
     hw, deploy, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
     ns = np.asarray(concurrency, dtype=np.asarray(dec.alpha).dtype).reshape(-1)
-    per, curve = _closed(hw, deploy, tgt, draft, dec, ns)
+    per, curve, deriv, elast = _closed(hw, deploy, tgt, draft, dec, ns, bool(sensitivity))
     rows = []
     for i in range(ns.shape[0]):
         st = Closed(int(per.status[i]))
@@ -292,6 +303,8 @@ def serve_concurrency(scenario, concurrency, dtype=None):
     out = dict(points=rows, tokens_per_step=finite_or_none(per.tokens_per_step[0]),
                **{k: finite_or_none(v) for k, v in curve._asdict().items() if k != "status"},
                curve_status=Curve.decode(int(curve.status)))
+    if sensitivity:
+        out.update(elasticities(deriv, elast))
     out["inputs"] = {**{k: v for k, v in inputs(scenario).items() if k != "batch"}, **serve_inputs(scenario)}
     return out
 

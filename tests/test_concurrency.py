@@ -6,6 +6,7 @@ the switch-off concurrency, and `specjax serve --concurrency`."""
 
 import json
 import math
+import re
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +25,10 @@ F64 = jnp.float64
 BLOG = dict(target="llama-3-70b", hardware="h100-sxm", drafter="model", draft="qwama-0.5b", tp=4, draft_tp=1, k=4,
             alpha=0.7, engine="vllm", input_len=256, output_len=256, max_num_seqs=256, chunk_tokens=2048)
 CLOSED = jax.jit(cc.closed)
+ARGS = ["serve", "--target", "llama-3-70b", "--hardware", "h100-sxm", "--drafter", "model", "--draft", "qwama-0.5b",
+        "--tp", "4", "--draft-tp", "1", "--k", "4", "--alpha", "0.7", "--engine", "vllm", "--input-len", "256",
+        "--output-len", "256", "--max-num-seqs", "256", "--chunk-tokens", "2048"]
+CURVE = jax.jit(cc.concurrency_curve, static_argnames=("n_grid", "batched"))
 
 # plain numbers: t_step(B) = a + b B; (L_out - 1) / tau whole so that the simulation's steps are exact
 L_IN, L_OUT, C_P = 512.0, 257.0, 3e-5
@@ -220,7 +225,7 @@ def test_float32_vmap_and_switch_off_concurrency():
         want = CLOSED(*trees64, F64(n))
         for key in ("throughput_req_s", "tpot_s", "ttft_s", "batch"):
             assert float(getattr(per.sd, key)[i]) == pytest.approx(float(getattr(want.sd, key)), rel=2e-4), key
-    curve = jax.jit(cc.concurrency_curve, static_argnames=("n_grid", "batched"))(*trees64, batched=True)
+    curve = CURVE(*trees64, batched=True)
     off = float(curve.switch_off_concurrency)
     assert 1.0 < off < float(curve.max_concurrency_base)
     below, above = CLOSED(*trees64, F64(off * 0.99)), CLOSED(*trees64, F64(off * 1.01))
@@ -229,6 +234,47 @@ def test_float32_vmap_and_switch_off_concurrency():
     n_cap = float(curve.max_concurrency_base)  # the batch reaches its cap there
     assert not bool(CLOSED(*trees64, F64(n_cap * 0.99)).base.queued)
     assert bool(CLOSED(*trees64, F64(n_cap * 1.01)).base.queued)
+
+
+def test_switch_off_sensitivity_matches_finite_differences(capsys, monkeypatch):
+    """Elasticities of the switch-off concurrency (implicit function theorem at the root of the E2E ratio)
+    against central differences of the switch-off concurrency the search finds at moved inputs; none where
+    speculation never stops lowering E2E (a batch cap of 16: both sides queue, and at capacity it still
+    pays). Through the API and the command line in float64 (one compile for both)."""
+    r = api.serve_concurrency(Scenario(**BLOG), [64], sensitivity=True, dtype=F64)
+    off = r["switch_off_concurrency"]
+    assert 100.0 < off < r["max_concurrency_base"] and r["curve_status"] == "stops_paying"  # ~124 clients
+    hw, dep, tgt, dr, dec = Scenario(**BLOG).build(F64)
+    trees = dict(hw=hw, op=dec, load=dec.load)
+    for name, tree, field in (("alpha", "op", "alpha"), ("hbm_bytes_per_s", "hw", "hbm_bytes_per_s"),
+                              ("flops_per_s", "hw", "flops_per_s"), ("output_len", "load", "output_len")):
+        def moved(x):
+            t = trees[tree].replace(**{field: F64(x)})
+            h, d = (t, dec) if tree == "hw" else (hw, t if tree == "op" else dec.replace(load=t))
+            return float(CURVE(h, dep, tgt, dr, d, batched=True).switch_off_concurrency)
+
+        x0 = float(getattr(trees[tree], field))
+        e = 1e-4 * x0
+        fd = (moved(x0 + e) - moved(x0 - e)) / (2 * e)
+        assert r["derivatives"][name] == pytest.approx(fd, rel=1e-5), name  # ~1e-8 here
+        assert r["elasticities"][name] == pytest.approx(fd * x0 / off, rel=1e-5), name
+    assert list(r["elasticities"])[0] == "alpha" and "context" not in r["elasticities"]  # the lengths set it
+    never = api.serve_concurrency(Scenario(**{**BLOG, "max_num_seqs": 16}), [64], sensitivity=True, dtype=F64)
+    assert never["switch_off_concurrency"] is None and never["curve_status"] == "helps_throughout"
+    assert set(never["elasticities"]) == set(r["elasticities"]) and not any(never["elasticities"].values())
+    assert not any(never["derivatives"].values())
+    real = api.serve_concurrency  # the command line on the compile above: in float64
+    monkeypatch.setattr(api, "serve_concurrency", lambda sc, n, sensitivity=False: real(sc, n, sensitivity, F64))
+    with pytest.raises(SystemExit) as e:
+        main(ARGS + ["--concurrency", "64", "--sensitivity", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert e.value.code == 0 and out["elasticities"] == pytest.approx(r["elasticities"], rel=1e-12)
+    assert out["derivatives"] == pytest.approx(r["derivatives"], rel=1e-12)
+    with pytest.raises(SystemExit) as e:
+        main(ARGS + ["--concurrency", "64", "--sensitivity"])
+    text = capsys.readouterr().out
+    assert e.value.code == 0 and "elasticities of the switch-off concurrency (% per % change" in text
+    assert re.search(rf"\n  alpha +{r['elasticities']['alpha']:.4f}\n", text), text
 
 
 def test_api_and_cli_concurrency(capsys):
@@ -243,11 +289,7 @@ def test_api_and_cli_concurrency(capsys):
     assert p[0]["request_throughput_sd_req_s"] * p[0]["e2e_sd_s"] == pytest.approx(1.0, rel=1e-5)
     assert {"switch_off_concurrency", "max_concurrency_base", "max_throughput_sd_req_s", "curve_status"} <= set(r)
     assert r["curve_status"] == "stops_paying" and r["inputs"]["input_len"] == 256
-    args = ["serve", "--target", "llama-3-70b", "--hardware", "h100-sxm", "--drafter", "model", "--draft",
-            "qwama-0.5b", "--tp", "4", "--draft-tp", "1", "--k", "4", "--alpha", "0.7", "--engine", "vllm",
-            "--input-len", "256", "--output-len", "256", "--max-num-seqs", "256", "--chunk-tokens", "2048",
-            "--concurrency", "1", "--concurrency", "64",
-            "--concurrency", "1000"]
+    args = ARGS + ["--concurrency", "1", "--concurrency", "64", "--concurrency", "1000"]
     with pytest.raises(SystemExit) as e:
         main(args + ["--json"])
     assert e.value.code == 0
@@ -258,6 +300,7 @@ def test_api_and_cli_concurrency(capsys):
         main(args)
     text = capsys.readouterr().out
     assert e.value.code == 0 and "switch-off concurrency" in text and "both_queued" in text
+    assert "elasticities" not in out and "elasticities" not in text
     for extra, msg in ((["--qps", "1"], "give --qps (an open loop) or --concurrency (a closed loop), not both"),
                        (["--concurrency", "0"], "concurrency=0.0; expected an integer 1 <= concurrency <= 1e8"),
                        (["--concurrency", "2.5"], "concurrency=2.5"),

@@ -39,9 +39,10 @@ def serve(model, load,
               help="TPOT target (seconds): report the largest rate that meets it, with and without speculation.")
           ] = None,
           ttft_slo: Annotated[Optional[float], typer.Option(help="TTFT target (seconds), as --tpot-slo.")] = None,
-          sensitivity: Annotated[bool, typer.Option("--sensitivity", help="Elasticities of the switch-off rate "
-                                                                          "(slower: differentiates the fixed point).")
-                                 ] = False,
+          sensitivity: Annotated[bool, typer.Option("--sensitivity", help="Elasticities of the switch-off rate, "
+                                                                          "or with --concurrency of the switch-off "
+                                                                          "concurrency (slower: differentiates the "
+                                                                          "fixed point).")] = False,
           as_json: Json = False):
     """From request rate to batch (MODEL.md 6): batch, TPOT, TTFT, E2E and throughput with and without
     speculation, the sustainable rates and the rate beyond which speculation no longer lowers TPOT.
@@ -54,9 +55,9 @@ def serve(model, load,
         raise SpecError("give --qps (an open loop) or --concurrency (a closed loop), not both")
     sc = scenario(**load, **model)
     if concurrency:
-        if tpot_slo is not None or ttft_slo is not None or sensitivity:
-            raise SpecError("--tpot-slo, --ttft-slo and --sensitivity are for request rates (--qps), not --concurrency")
-        closed_loop(api.serve_concurrency(sc, concurrency), as_json)
+        if tpot_slo is not None or ttft_slo is not None:
+            raise SpecError("--tpot-slo and --ttft-slo are for request rates (--qps), not --concurrency")
+        closed_loop(api.serve_concurrency(sc, concurrency, sensitivity), as_json)
         return
     r = api.serve(sc, qps, check_slo("tpot_slo", tpot_slo), check_slo("ttft_slo", ttft_slo), sensitivity)
     if as_json:
@@ -83,11 +84,18 @@ def serve(model, load,
                             if v is not None)
         print(f"largest rate with {what}: {_q(s['max_qps_base'])} req/s without speculation, "
               f"{_q(s['max_qps_sd'])} with it")
-    if sensitivity:
-        print("\nelasticities of the switch-off rate (% per % change of each input):")
-        for name, e in r["elasticities"].items():
-            print(f"  {name:<18} {'-' if e is None else f'{e:.4f}':>9}")
+    print_elasticities(r, "switch-off rate")
     print_inputs(r["inputs"])
+
+
+def print_elasticities(r, of):
+    """The elasticities of an answer with `--sensitivity` (of its switch-off rate or concurrency), if any."""
+    if "elasticities" not in r:
+        return
+    print(f"\nelasticities of the {of} (% per % change of each input):")
+    width = max(map(len, r["elasticities"]), default=0)
+    for name, e in r["elasticities"].items():
+        print(f"  {name:<{width}} {'-' if e is None else f'{e:.4f}':>9}")
 
 
 def closed_loop(r, as_json):
@@ -115,4 +123,5 @@ def closed_loop(r, as_json):
     sentence = Curve.of(st).text("over_clients", switch_off_concurrency=_q(r["switch_off_concurrency"]),
                                  first_crossing_concurrency=_q(r["first_crossing_concurrency"]))
     print(sentence + f" (status {st}; E2E ratio {r['ratio_e2e_one_client']:.3f} at one client)")
+    print_elasticities(r, "switch-off concurrency")
     print_inputs(r["inputs"])

@@ -210,3 +210,26 @@ def concurrency_curve(hw, deploy, target, draft, dec, n_grid=N_GRID, batched=Fal
                             max_throughput_base_req_s=x_cap[0], max_throughput_sd_req_s=x_cap[1],
                             status=jnp.where(ok, _crossover.curve_status(c), code(Curve.NEVER_HELPS)),
                             concurrency_top=top)
+
+
+def switch_off_sensitivity(hw, deploy, target, draft, dec, n_grid=N_GRID, batched=False):
+    """The concurrency curve and d switch_off_concurrency / d(every sensitivity input)
+    (`serving.root_sensitivity`, as for the switch-off rate).
+
+    Where the E2E ratio crosses 1 at N*, g(N, theta) = `pays` = ratio_e2e - 1 = 0 and
+    dN*/dtheta = -(dg/dtheta) / (dg/dN), with both sides' batches differentiated implicitly (`side`'s
+    Newton step). The ratio is continuous in N (beyond a cap, E2E = N / X(B_cap)), so no edge case. NaN
+    without a switch-off concurrency (the curve's status says why).
+
+    Returns:
+      (ConcurrencyCurve, derivatives, elasticities): dicts keyed by `catalogue.SENSITIVITY` name (context
+      replaced by the load's `serving.LOAD_SENSITIVITY` leaves: the lengths set the context).
+    """
+    cc = concurrency_curve(hw, deploy, target, draft, dec, n_grid, batched)
+
+    def g(n, hw_, deploy_, target_, draft_, dec_):
+        return pays(closed(hw_, deploy_, target_, draft_, dec_, n))
+
+    deriv, elast = _serving.root_sensitivity(g, hw, deploy, target, draft, dec, cc.switch_off_concurrency,
+                                             cc.concurrency_top)
+    return cc, deriv, elast

@@ -279,13 +279,34 @@ def max_qps_within(hw, deploy, target, draft, dec, tpot_slo=jnp.inf, ttft_slo=jn
     return lam[0], lam[1]
 
 
+def root_sensitivity(g, hw, deploy, target, draft, dec, root, fallback):
+    """Derivatives and elasticities of a switch-off point x* (a rate, a concurrency) with respect to every
+    sensitivity input, by the implicit function theorem: x* is a root of g(x, hw, deploy, target, draft,
+    dec), so dx*/dtheta = -(dg/dtheta) / (dg/dx) there, and its elasticity is (theta / x*) dx*/dtheta. NaN
+    where `root` is not finite (g is evaluated at `fallback` there instead, a point where it is finite).
+
+    Returns:
+      (derivatives, elasticities): dicts keyed by `catalogue.SENSITIVITY` name, context replaced by the
+      load's `LOAD_SENSITIVITY` leaves (the lengths set the context).
+    """
+    has = jnp.isfinite(root)
+    x = jax.lax.stop_gradient(jnp.where(has, root, fallback))
+    dg_dx, parts = _sensitivity.partials(g, hw, deploy, target, draft, dec, x, LOAD_SENSITIVITY)
+    del parts["context"]  # the load's lengths set the context
+    nan = jnp.asarray(jnp.nan, x.dtype)
+    deriv = {n: jnp.where(has, -d / dg_dx, nan) for n, (_, d) in parts.items()}
+    elast = {n: deriv[n] * v / x for n, (v, _) in parts.items()}
+    return deriv, elast
+
+
 def switch_off_sensitivity(hw, deploy, target, draft, dec, n_grid=N_GRID, batched=False):
-    """The rate curve and d switch_off_qps / d(every sensitivity input) (implicit function theorem).
+    """The rate curve and d switch_off_qps / d(every sensitivity input) (`root_sensitivity`).
 
     Where the TPOT ratio crosses 1 at lambda*, g(lambda, theta) = ratio - 1 = 0 and
     dlambda*/dtheta = -(dg/dtheta) / (dg/dlambda), with both sides' batches differentiated implicitly
     (`serve(differentiable=True)`). Where speculation stops paying because its own queue saturates first,
-    lambda* = lambda_sd(B_cap) and its derivative is that of the capacity. NaN without a switch-off rate.
+    lambda* = lambda_sd(B_cap), the root of g = lambda_sd(B_cap) - lambda, and its derivative is that of
+    the capacity. NaN without a switch-off rate.
 
     Returns:
       (RateCurve, derivatives, elasticities): dicts keyed by `catalogue.SENSITIVITY` name (context
@@ -295,14 +316,9 @@ def switch_off_sensitivity(hw, deploy, target, draft, dec, n_grid=N_GRID, batche
     lam = jax.lax.stop_gradient(jnp.where(jnp.isfinite(rc.switch_off_qps), rc.switch_off_qps, rc.qps_top))
     at_edge = jnp.abs(lam - rc.max_qps_sd) <= 1e-5 * lam  # the bisection pins an edge to ~1e-7
 
-    def f(x, hw_, deploy_, target_, draft_, dec_):  # one gradient serves both cases
+    def g(x, hw_, deploy_, target_, draft_, dec_):  # one gradient serves both cases
         ratio = serve(hw_, deploy_, target_, draft_, dec_, x, differentiable=True).speedup_tpot
-        return jnp.where(at_edge, capacities(hw_, deploy_, target_, draft_, dec_)[1], ratio)
+        return jnp.where(at_edge, capacities(hw_, deploy_, target_, draft_, dec_)[1] - x, ratio - 1.0)
 
-    df_dl, parts = _sensitivity.partials(f, hw, deploy, target, draft, dec, lam, LOAD_SENSITIVITY)
-    del parts["context"]  # the load's lengths set the context
-    has = jnp.isfinite(rc.switch_off_qps)
-    nan = jnp.asarray(jnp.nan, lam.dtype)
-    deriv = {n: jnp.where(has, jnp.where(at_edge, d, -d / df_dl), nan) for n, (_, d) in parts.items()}
-    elast = {n: deriv[n] * x / lam for n, (x, _) in parts.items()}
+    deriv, elast = root_sensitivity(g, hw, deploy, target, draft, dec, rc.switch_off_qps, rc.qps_top)
     return rc, deriv, elast
