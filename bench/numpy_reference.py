@@ -80,7 +80,7 @@ def communication(hw, m, n, tp=1.0, ep=1.0, dp=1.0):
 
 def t_pass(m, hw, batch, q, ctx, tp=1.0, ep=1.0, dp=1.0, imbalance=1.0):
     """Operator-mode roofline time of one pass per GPU (arrays in, array out), with its collectives and
-    the engine's per-pass, per-layer and per-kernel overheads."""
+    the engine's per-pass, per-layer and per-kernel overheads and its per-token traffic."""
     if m["p_dense"] + m["p_head"] + m["p_expert"] == 0:
         return 0.0 * batch
     g = tp * dp
@@ -107,7 +107,10 @@ def t_pass(m, hw, batch, q, ctx, tp=1.0, ep=1.0, dp=1.0, imbalance=1.0):
     t = sum(np.maximum(f / f_rate, w / w_rate) for f, w in ops)
     overhead = (hw["fixed_overhead_s"] + m["n_layers"] * hw.get("layer_overhead_s", 0.0)
                 + m.get("n_kernels", 0.0) * hw.get("kernel_overhead_s", 0.0))
-    return t + communication(hw, m, n, tp, ep, dp) + overhead
+    vectors = (n / dp * m["n_layers"] * hw.get("activation_traffic", 0.0)  # MODEL.md 1.2's per-token terms
+               + n * m["top_k"] / ep * m["n_moe_layers"] * hw.get("expert_traffic", 0.0))
+    tokens = vectors * m["d_model"] * 2.0 / w_rate * (m["n_layers"] > 0)
+    return t + communication(hw, m, n, tp, ep, dp) + overhead + tokens
 
 
 def speedup(hw, tgt, draft, batch, k, alpha, ctx, lay=None, rates=None, tree=None):
