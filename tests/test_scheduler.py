@@ -42,6 +42,23 @@ def test_scenario_load_uses_the_engine_default_and_a_user_value_wins():
     assert mine.scheduler_limits()["max_num_seqs"] == (96, "given")
 
 
+def test_the_plain_side_runs_as_the_engine_would_without_speculation():
+    """SGLang caps a speculative server at 48 running requests and a plain one at its request pool: the
+    comparison's plain side keeps the plain cap (MODEL.md 6.1), so at 64 clients only speculation queues."""
+    import jax.numpy as jnp
+
+    from specjax.search import concurrency
+
+    sc = Scenario(hardware="h200", engine="sglang", **LOAD)
+    assert [float(c) for c in sc.load().caps] == [2048.0, 48.0]
+    assert api.inputs(sc)["plain_max_num_seqs"] == 2048
+    mine = Scenario(hardware="h200", engine="sglang", max_num_seqs=96, **LOAD)  # the user's cap: both servers
+    assert [float(c) for c in mine.load().caps] == [96.0, 96.0] and "plain_max_num_seqs" not in api.inputs(mine)
+    assert [float(c) for c in Scenario(hardware="h200", engine="vllm", **LOAD).load().caps] == [1024.0, 1024.0]
+    c = concurrency.closed(*sc.build(jnp.float32), concurrency=64.0)
+    assert not bool(c.base.queued) and bool(c.sd.queued) and float(c.base.batch) > 48.0 >= float(c.sd.batch) - 1e-3
+
+
 def test_echo_states_the_values_and_where_they_came_from():
     echo = api.inputs(Scenario(hardware="h200", engine="sglang", chunk_tokens=4096, **LOAD))
     assert echo["max_num_seqs"] == 48 and echo["chunk_tokens"] == 4096

@@ -267,6 +267,9 @@ class Load:
         takes ceil(L_in / chunk_tokens) iterations before its first token.
       concurrency: N, the clients of a closed loop (MODEL.md 6.1: each sends its next request when its
         last one ends; `search.concurrency`); the open-loop functions read `qps` instead.
+      plain_max_num_seqs: the plain server's batch cap where the engine's default differs from its
+        speculative server's (SGLang: 48 running requests with speculation, its request pool without);
+        NaN: the same as `max_num_seqs` (a cap the user gives applies to both).
     """
 
     qps: float
@@ -275,6 +278,13 @@ class Load:
     max_num_seqs: float = 256.0
     chunk_tokens: float = 2048.0
     concurrency: float = 1.0
+    plain_max_num_seqs: float = float("nan")
+
+    @property
+    def caps(self):
+        """(2,) batch caps of the plain and the speculative server (`plain_max_num_seqs`, `max_num_seqs`)."""
+        plain = jnp.where(jnp.isnan(self.plain_max_num_seqs), self.max_num_seqs, self.plain_max_num_seqs)
+        return jnp.stack([plain, jnp.broadcast_to(self.max_num_seqs, plain.shape)], axis=-1)
 
     @property
     def decode_context(self):

@@ -338,7 +338,9 @@ def _decode(rows, dtype, limits):
                     output_len=arr([r.output_len for r in rows]),
                     max_num_seqs=arr([r.max_num_seqs or m["max_num_seqs"] for r, m in zip(rows, limits)]),
                     chunk_tokens=arr([m["chunk_tokens"] for m in limits]),
-                    concurrency=arr([r.concurrency or Load.concurrency for r in rows]))
+                    concurrency=arr([r.concurrency or Load.concurrency for r in rows]),
+                    plain_max_num_seqs=arr([m.get("plain_max_num_seqs", np.nan) if r.max_num_seqs is None else np.nan
+                                            for r, m in zip(rows, limits)]))
     return Decode(**{k: arr(v) for k, v in cols.items()}, load=load)
 
 

@@ -85,7 +85,10 @@ def engine_limits(engine_profile, default_profile, hardware_profile, speculative
 
 def resolve(engine_profile, default_profile, hardware_profile, speculative, given):
     """{name: (value, where it came from)} for `NAMES`: the user's value where `given` has one, else the
-    engine's scheduler default on this GPU (`default_profile`'s where the engine's profile has none)."""
+    engine's scheduler default on this GPU (`default_profile`'s where the engine's profile has none); plus
+    "plain_max_num_seqs" where the engine caps its plain server otherwise than its speculative one and
+    the user gave no cap (`Load.plain_max_num_seqs`: the plain side of a comparison runs as the engine
+    would without speculation)."""
     table, engine = engine_profile.scheduler, engine_profile.slug
     borrowed = table is None
     if borrowed:
@@ -105,4 +108,7 @@ def resolve(engine_profile, default_profile, hardware_profile, speculative, give
             spec = " for a speculative server" if (n == "max_num_seqs" and speculative
                                                    and "speculative_max_num_seqs" in table) else ""
             out[n] = (d[n], f"{whose} on {cls}{spec}{cite}")
+    plain = engine_defaults(table, hw, float(hardware_profile.hbm_bytes), False)["max_num_seqs"]
+    if given.get("max_num_seqs") is None and plain != out["max_num_seqs"][0]:  # SGLang: 48 only with speculation
+        out["plain_max_num_seqs"] = (plain, f"{whose} on {cls} for a plain server{cite}")
     return out

@@ -83,7 +83,7 @@ class Sides(NamedTuple):
     t_of: object      # (..., 2) batches -> (..., 2) step times: T_target(B[..., 0], 1), T_sd(B[..., 1])
     tau: object       # (2,) accepted tokens per step: 1, tau
     c_p: object       # (2,) prefill time per prompt token
-    cap: object       # (2,) B_cap = min(max_num_seqs, memory-feasible batch)
+    cap: object       # (2,) B_cap = min(each server's batch cap (`Load.caps`), memory-feasible batch)
 
 
 def sides(hw, deploy, target, draft, dec):
@@ -99,7 +99,7 @@ def sides(hw, deploy, target, draft, dec):
     cp_draft = prefill_per_token(hw, deploy.drafter(), draft, dec.load, dec.expert_locality)
     return Sides(t_of=t_of, tau=jnp.stack([jnp.ones_like(r1.tokens_per_step), r1.tokens_per_step]),
                  c_p=jnp.stack([cp, cp + cp_draft]),
-                 cap=jnp.minimum(dec.load.max_num_seqs, jnp.stack([r1.max_batch_base, r1.max_batch_sd])))
+                 cap=jnp.minimum(dec.load.caps, jnp.stack([r1.max_batch_base, r1.max_batch_sd])))
 
 
 def rate_at(t, tau, c_p, load, b):
