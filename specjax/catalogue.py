@@ -323,8 +323,11 @@ _ALL = (
        fit=(0.0, 1.0), engine="efficiency", prior=0.0, start=0.2, group="system"),
     _i("prefill_efficiency", "hw", "prefill_efficiency", 0, 1, "achieved / peak FLOP/s of prefill (eta_P)",
        profile=True, fit=(0.2, 1.0), lo_open=True, engine="efficiency", prior=1.0, start=0.6, group="system"),
+    # fitting bounds: a layer's norms, residuals, rotary, quantisation and FFN intermediates move tens of d-wide
+    # vectors per token (100 at most); an MoE layer's grouped GEMMs at few tokens per expert cost far more than
+    # their activations, which the expert term absorbs (an effective value: hundreds are measured)
     _i("activation_traffic", "hw", "activation_traffic", 0, 1e5, "d_model-wide 16-bit vectors per token per layer",
-       profile=True, fit=(0.0, 2000.0), engine="per_token", prior=0.0, start=20.0, group="system"),
+       profile=True, fit=(0.0, 100.0), engine="per_token", prior=0.0, start=20.0, group="system"),
     _i("expert_traffic", "hw", "expert_traffic", 0, 1e5, "d_model-wide 16-bit vectors per token per routed expert "
        "per MoE layer", profile=True, fit=(0.0, 2000.0), engine="per_token", prior=0.0, start=10.0, group="system"),
     # the target's shape (sweep axes and sensitivities; a model's own numbers come from its config)
