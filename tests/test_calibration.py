@@ -176,7 +176,7 @@ def test_calibration_recovers_floor_per_token_term_and_prefill_efficiency_from_c
         steps.StepRow(line=i + 2, series=f"s{l_in}", target="llama-3.1-8b", hardware="h100-sxm", tp=1,
                       weight_dtype="bf16", input_len=float(l_in), output_len=256.0, metric="tpot", value_s=1.0,
                       source_url=f"https://x.org/{l_in}", engine="roofline", concurrency=n)
-        for i, (l_in, n) in enumerate((l, n) for l in (128, 4096) for n in (1, 16, 64, 256))])
+        for i, (l_in, n) in enumerate((li, n) for li in (128, 4096) for n in (1, 16, 64, 256))])
     df, _ = validate.evaluate(rows, profile, dtype=jnp.float64)
     rng = np.random.default_rng(3)
     made = [dataclasses.replace(r, value_s=float(v) * float(np.exp(0.01 * rng.standard_normal())))

@@ -61,7 +61,7 @@ def _scheduler_tail(path):
 
 def _section_toml(hardware, cal):
     """A `[hardware.<slug>]` table of the terms that GPU's own rows identified, with their errors."""
-    lines = [f"", f"# {cal.rows} rows on {hardware} of their own: identified "
+    lines = ["", f"# {cal.rows} rows on {hardware} of their own: identified "
              + (", ".join(f"{n} ± {cal.std_errors[n]:.3g}" for n in cal.identified) or "nothing"),
              f"[hardware.{hardware}]"]
     return "\n".join(lines + [f"{n} = {calibrate._toml_value(float(cal.values[n]))}" for n in cal.identified]) + "\n"

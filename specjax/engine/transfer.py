@@ -67,9 +67,10 @@ def with_sections(profile, sections):
 def fit_profiles(rows, steps=600, dtype=jnp.float32, progress=None):
     """Engine name -> calibrated `EngineProfile` for every engine with `MIN_ROWS` rows, plus `POOLED`.
 
-    Hierarchical: a profile is fitted on every row first; each engine's fit starts from it and holds
-    at its values what the engine's own rows do not identify (`fit_engine`, with GPU sections). `POOLED`, for engines without rows of
-    their own, keeps its efficiencies and per-token terms (`engines.transferable`: overheads do not transfer)."""
+    Hierarchical: a profile is fitted on every row first (but the GPU sections' rows); each engine's fit
+    starts from it and holds at its values what the engine's own rows do not identify (`fit_engine`, with
+    GPU sections). `POOLED`, for engines without rows of their own, keeps its efficiencies and per-token
+    terms (`engines.transferable`: overheads do not transfer)."""
     usable = [r for r in rows if not r.unsupported]
     common = [r for r, sec in zip(usable, in_sections(usable)) if not sec]
     pooled = calibrate.fit(common, name="pooled", holdout_fraction=0.0, steps=steps, dtype=dtype, progress=progress)
