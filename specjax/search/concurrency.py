@@ -135,12 +135,7 @@ def side_columns(closed, fields=None):
 
 def status_of(base, sd):
     """The `status.Closed` code of two sides."""
-    return jnp.where(~base.fits, code(Closed.MODEL_DOES_NOT_FIT),
-                     jnp.where(~sd.fits, code(Closed.SD_DOES_NOT_FIT),
-                               jnp.where(base.queued & sd.queued, code(Closed.BOTH_QUEUED),
-                                         jnp.where(sd.queued, code(Closed.SD_QUEUED),
-                                                   jnp.where(base.queued, code(Closed.BASE_QUEUED),
-                                                             code(Closed.OK))))))
+    return _serving.pair_status(Closed, base, sd, "queued")
 
 
 def closed(hw, deploy, target, draft, dec, concurrency=None, model=None):

@@ -173,14 +173,22 @@ def side_columns(served, fields=None, columns=SIDE_COLUMNS):
             for field, stem, unit in columns if fields is None or field in fields}
 
 
+def pair_status(kind, base, sd, busy):
+    """The code of two sides in status type `kind` (`status.Serving`, `status.Closed`), whose members for a
+    side that cannot keep up are named after the sides' flag `busy` ("saturated": SD_SATURATED, ...)."""
+    b, s = getattr(base, busy), getattr(sd, busy)
+    member = lambda name: code(kind[name])  # noqa: E731
+    word = busy.upper()
+    return jnp.where(~base.fits, member("MODEL_DOES_NOT_FIT"),
+                     jnp.where(~sd.fits, member("SD_DOES_NOT_FIT"),
+                               jnp.where(b & s, member(f"BOTH_{word}"),
+                                         jnp.where(s, member(f"SD_{word}"),
+                                                   jnp.where(b, member(f"BASE_{word}"), member("OK"))))))
+
+
 def status_of(base, sd):
     """The `status.Serving` code of two sides."""
-    return jnp.where(~base.fits, code(Serving.MODEL_DOES_NOT_FIT),
-                     jnp.where(~sd.fits, code(Serving.SD_DOES_NOT_FIT),
-                               jnp.where(base.saturated & sd.saturated, code(Serving.BOTH_SATURATED),
-                                         jnp.where(sd.saturated, code(Serving.SD_SATURATED),
-                                                   jnp.where(base.saturated, code(Serving.BASE_SATURATED),
-                                                             code(Serving.OK))))))
+    return pair_status(Serving, base, sd, "saturated")
 
 
 def serve(hw, deploy, target, draft, dec, qps=None, differentiable=False, model=None):
