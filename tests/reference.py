@@ -81,7 +81,8 @@ def communication(hw, m, n, lay):
 def pass_ops(m, batch, q, ctx, locality=0.0, lay=None):
     """(flops, bytes) per GPU of each operator of one pass (the list `t_pass` takes the roofline of)."""
     lay = lay or layout_of()
-    tp, dp, imb = lay["tp"], lay["dp"], lay["imbalance"]
+    tp, dp = lay["tp"], lay["dp"]
+    imb = lay["imbalance"] if lay["ep"] > 1 else 1.0  # no EP: every GPU holds a slice of every expert
     g = tp * dp
     n = batch * q
     kv = m["kv_elems_per_tok"] * m["b_kv"]

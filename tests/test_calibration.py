@@ -325,6 +325,16 @@ def test_transferable_keeps_efficiencies_and_drops_overheads():
     assert all(t.values_for("b200")[n] == 0.0 for n in catalogue.OVERHEADS)
 
 
+def test_engine_table_for_an_unknown_hardware_is_refused(tmp_path):
+    """A `[hardware.<slug>]` table no hardware can ever match (a typo) was silently never applied."""
+    path = tmp_path / "e.toml"
+    path.write_text('name = "e"\nflops_efficiency = 0.5\n[hardware.h2OO]\nflops_efficiency = 0.4\n')
+    with pytest.raises(SpecError, match=r"unknown hardware table .*'h2OO'.*did you mean h200"):
+        engines.load(path)
+    path.write_text('name = "e"\nflops_efficiency = 0.5\n[hardware.h200]\nflops_efficiency = 0.4\n')
+    assert engines.load(path).values_for("h200")["flops_efficiency"] == 0.4
+
+
 @pytest.mark.parametrize("text", ['a "quoted" \\path\\', "tab\there", "emoji 😀 and ü", "ctrl \x01\x1f\x7f end",
                                   'x"\nname = "injected'])
 def test_profile_toml_strings_round_trip(text):

@@ -95,6 +95,13 @@ def test_distinct_experts_per_rank(imbalance):
     assert float(nbytes[2]) == pytest.approx(float(tp_bytes[2]) * imbalance, rel=1e-12)
 
 
+def test_imbalance_inert_without_ep():
+    """Without EP every GPU holds 1/G of every expert: an imbalance factor cannot change the pass (it did)."""
+    m = ds64()
+    ops = [operator_costs(hw64(), lay64(tp=8, imbalance=imb), m, F64(5.0), F64(1), F64(100)) for imb in (1.0, 1.7)]
+    assert float(ops[1][0][2]) == float(ops[0][0][2]) and float(ops[1][1][2]) == float(ops[0][1][2])
+
+
 # speedup, T_sd, max batch with and without the drafter, from the previous release (commit 585cfe3, pure TP)
 RELEASE_1 = [
     (dict(target="llama-3-70b", drafter="ratio", draft_cost=0.1, tp=4),
@@ -195,6 +202,8 @@ def test_kernel_matches_reference_on_random_layouts(slug):
     (dict(target="llama-3.1-70b", drafter="ngram", tp=4, draft_tp=1), "drafter='ngram' runs none"),
     (dict(target="deepseek-v3", drafter="mtp", tp=1, dp_attention=0), "dp_attention=0; expected an integer 1 <="),
     (dict(target="gpt-oss-120b", drafter="ngram", tp=1, expert_imbalance=0.5), "expert_imbalance=0.5; expected 1 <="),
+    (dict(target="gpt-oss-120b", drafter="ngram", tp=2, expert_imbalance=1.5), "expert_imbalance=1.5; expected 1 "
+                                                                                "unless --ep > 1"),
 ])
 def test_layout_errors_name_the_field(kw, message):
     with pytest.raises(SpecError, match=None) as e:

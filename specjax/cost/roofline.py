@@ -66,13 +66,16 @@ def operator_costs(hw, deploy, model, batch, q, context, expert_locality=0.0):
     Bytes: dense weights over G plus the attention projections, which each DP rank holds whole
     (p_attn (d_a - 1) extra); routed experts U(n) P_e b_e / G (E / ep experts per rank, each split
     G / ep ways: U(n) / ep distinct per rank); the KV of batch / d_a sequences over min(tp, KV heads).
-    The busiest rank's expert work is `expert_imbalance` times the mean.
+    The busiest rank's expert work is `expert_imbalance` times the mean under expert parallelism (ep > 1);
+    without it every GPU holds a 1/G slice of every expert, so routing skew cannot load one GPU more than
+    another and the factor is inert (`Scenario.check` refuses it at ep = 1; a sweep grid gets it inert).
     """
     n = batch * q
     kv_tok = model.kv_elems_per_tok * model.b_kv
     l_full = context
     l_win = effective_context(context, model.window)
-    g, imb = deploy.gpus, deploy.expert_imbalance
+    g = deploy.gpus
+    imb = jnp.where(deploy.ep > 1.0, deploy.expert_imbalance, 1.0)  # only EP ranks hold different experts
     flops = (
         2.0 * n * model.p_dense / g,
         2.0 * n * model.p_head / g,

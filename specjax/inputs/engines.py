@@ -23,6 +23,7 @@ import pathlib
 from .. import catalogue
 from ..cost.trees import Hardware
 from ..errors import field_error, unknown_name
+from . import hardware as _hw
 from . import scheduler as _scheduler
 from .presets import read_toml
 
@@ -100,6 +101,10 @@ def from_dict(data, slug, source):
     per_hw = data.get("hardware", {})
     if not isinstance(per_hw, dict):
         raise field_error("hardware", per_hw, "tables [hardware.<slug>] of engine terms", source)
+    known = _hw.preset_slugs()
+    for h in per_hw:  # a table for a slug no hardware is loaded as would never apply: refuse, not ignore
+        if h not in known:
+            raise unknown_name("hardware table [hardware.<slug>] (a hardware preset's slug)", h, known, source)
     per_hw = {h: _terms(t, source, f"hardware.{h}") for h, t in per_hw.items()}
     return EngineProfile(slug=slug, name=data.get("name", slug), values=values, per_hardware=per_hw,
                          description=data.get("description", ""), fitted=tuple(fitted),

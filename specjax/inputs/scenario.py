@@ -181,6 +181,9 @@ class _Scenario:
         check_layout(arch, self.target, self.tp, self.ep, self.dp_attention, self.source)
         gpus = self.tp * self.dp_attention
         check_draft_tp(self.draft_tp, gpus, self.source)
+        if self.expert_imbalance != 1 and self.ep == 1:  # inert in the kernels without EP: refuse, not ignore
+            raise field_error("expert_imbalance", self.expert_imbalance, "1 unless --ep > 1 (without expert "
+                              "parallelism every GPU holds a slice of every expert: no rank is busier)", self.source)
         layout = (self.tp, self.ep, self.dp_attention) if self.draft_tp is None else (self.draft_tp, 1, 1)
         if self.drafter == "mtp" and self.draft_tp is not None:
             check_layout(arch, f"the MTP layer of {self.target}", *layout, self.source, role="draft")
