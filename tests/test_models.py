@@ -156,7 +156,7 @@ def test_dtype_override():
     assert float(z.weight_bytes) == 0.0 and np.isclose(float(z.total_params), 0.0)
 
 
-# ---- physics corrections of MODEL.md 1.1 (KV under TP, MLA), T5 cross-attention, FP8 heads -----------
+# ---- physics corrections of docs/model.md §2.4 (KV under TP, MLA), T5 cross-attention, FP8 heads -----------
 
 def _attention_bytes(slug, tp, batch=64.0, ctx=4096.0):
     from specjax.cost.roofline import operator_costs

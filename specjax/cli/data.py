@@ -99,7 +99,7 @@ def _plain_table(summary):
 
 
 def _balanced_lines(summary):
-    """The source-balanced headline (MODEL.md 7) under the pooled numbers."""
+    """The source-balanced headline (docs/model.md §13) under the pooled numbers."""
     worst = summary.get("worst_source")
     if worst is None:
         return
@@ -118,7 +118,7 @@ def validate(csv: Csvs, engine: EngineOpt = None,
              roofline: Roof = ROOF_DEFAULT,
              out: Annotated[Optional[str], typer.Option(help="Write the per-row table (.csv or .parquet).")] = None,
              as_json: Json = False):
-    """Predict every measured speedup and report the errors (MODEL.md 7)."""
+    """Predict every measured speedup and report the errors (docs/model.md §13)."""
     from ..engine import calibrate as _cal
     from ..engine import transfer
     from ..engine import validate as _validate
@@ -159,7 +159,7 @@ def calibrate(csv: Csvs,
               holdout_fraction: Annotated[float, typer.Option(help="Share of series held out.")] = 0.3,
               steps: Annotated[int, typer.Option(help="optax steps.", min=10, max=100000)] = 1500,
               roofline: Roof = ROOF_DEFAULT, as_json: Json = False):
-    """Fit an engine profile (efficiencies and overheads, MODEL.md 4) to measurements; write it as TOML."""
+    """Fit an engine profile (efficiencies and overheads, docs/model.md §12) to measurements; write it as TOML."""
     from ..engine import calibrate as _cal
     from ..engine import validate as _validate
     from ..outputs import io

@@ -85,7 +85,7 @@ def advise(model, load,
                              ] = 0.03,
            qps_max: Annotated[Optional[float], typer.Option(
                help="Serve request rates up to this (requests/s): the range is the batches the serving model "
-                    "(MODEL.md 6) gives up to it, capped by --max-num-seqs.")] = None,
+                    "(docs/model.md §10) gives up to it, capped by --max-num-seqs.")] = None,
            as_json: Json = False):
     """The engine's speculative configuration for the served batch range: k per batch range from the model
     (k = 0: off), as vLLM num_speculative_tokens_per_batch_size, TensorRT-LLM draft_len_schedule or SGLang

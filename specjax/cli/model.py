@@ -52,7 +52,7 @@ def _b(x):
 @model_command
 def crossover(model, batch_max: BatchMax = 65536.0, as_json: Json = False):
     """Where speculation stops paying: the switch-off batch B_off (last crossing of S = 1), the first
-    crossing, dips and the status of the speedup curve (MODEL.md 3)."""
+    crossing, dips and the status of the speedup curve (docs/model.md §7)."""
     sc = scenario(**model)
     r = {**api.crossover(sc, check_batch_max(batch_max)), "inputs": api.inputs(sc)}
     if as_json:

@@ -1,5 +1,5 @@
-"""`specjax serve`: the serving load of MODEL.md 6, from request rate to batch, TPOT, TTFT and E2E; with
-`--concurrency` the closed loop of MODEL.md 6.1 (N clients, as `vllm bench serve --max-concurrency`)."""
+"""`specjax serve`: the serving load of docs/model.md §10, from request rate to batch, TPOT, TTFT and E2E; with
+`--concurrency` the closed loop of docs/model.md §11 (N clients, as `vllm bench serve --max-concurrency`)."""
 
 from typing import Annotated, Optional
 
@@ -44,7 +44,7 @@ def serve(model, load,
                                                                           "concurrency (slower: differentiates the "
                                                                           "fixed point).")] = False,
           as_json: Json = False):
-    """From request rate to batch (MODEL.md 6): batch, TPOT, TTFT, E2E and throughput with and without
+    """From request rate to batch (docs/model.md §10): batch, TPOT, TTFT, E2E and throughput with and without
     speculation, the sustainable rates and the rate beyond which speculation no longer lowers TPOT.
     --context is not used: each step runs at the mean decode context input_len + output_len / 2."""
     for q in qps or []:

@@ -1,4 +1,4 @@
-"""Fit an engine profile to measurements (MODEL.md 4).
+"""Fit an engine profile to measurements (docs/model.md §12).
 
 Parameters: the engine terms of the input catalogue that have fitting bounds (`catalogue.ENGINE` rows
 with `fit`: eta_F, eta_W, T_pass_fixed, t_layer, t_kernel, T_draft_fixed, T_step_fixed, sigma today),

@@ -1,4 +1,4 @@
-"""Leave-one-source-out validation: the honest number to quote (MODEL.md 4 and 7).
+"""Leave-one-source-out validation: the honest number to quote (docs/model.md §12 and §13).
 
 For every source (publication) in the data: calibrate engine profiles on all the other sources (one
 per engine with enough rows there, plus a pooled profile for engines the training sources lack) and
@@ -28,7 +28,7 @@ SECTION_FIELDS = tuple(n for n in calibrate.FIELDS if catalogue.ENGINE[n].engine
 def minority_hardware(rows):
     """GPUs with a section of their own in an engine's profile: those with at least `MIN_SECTION_ROWS` of
     the engine's rows but fewer than half of them. Engine terms are properties of an engine on a GPU
-    (MODEL.md 1.2): vLLM's MI300X rows (mxfp4 experts without FP4 hardware) would otherwise set the
+    (docs/model.md §2.6): vLLM's MI300X rows (mxfp4 experts without FP4 hardware) would otherwise set the
     per-token cost vLLM is predicted with on every NVIDIA GPU."""
     counts = {}
     for r in rows:

@@ -3,7 +3,7 @@
 Handles dense/GQA (Llama, Qwen), MoE with shared experts and leading dense layers
 (Mixtral, DeepSeek, Qwen-MoE, GLM-MoE, Llama-4, gpt-oss), sliding-window and chunked
 layer types, MLA (DeepSeek), EAGLE-1/EAGLE-3 heads, MTP layers and T5 decoders.
-Parameters are weight matrices only (MODEL.md section 5): biases, norms and sinks are ignored.
+Parameters are weight matrices only (docs/model.md §2.8): biases, norms and sinks are ignored.
 """
 
 import dataclasses
@@ -53,7 +53,7 @@ class Architecture:
 
     def kernels(self, n_layers, n_moe, extra_projection=False):
         """Kernels one pass of `n_layers` decoder layers (`n_moe` of them MoE) launches, by the pinned
-        count `KERNELS`: what an engine's per-kernel overhead multiplies (MODEL.md 1.2)."""
+        count `KERNELS`: what an engine's per-kernel overhead multiplies (docs/model.md §2.6)."""
         k = KERNELS
         attention = k["mla_attention"] if self.mla else k["attention"]
         attention += k["cross_attention"] if self.cross_attention else 0
@@ -63,7 +63,7 @@ class Architecture:
 
     @property
     def kv_split(self):
-        """How many ways head-parallel TP can split the KV cache: the KV heads (MODEL.md 1.1); MLA's
+        """How many ways head-parallel TP can split the KV cache: the KV heads (docs/model.md §2.4); MLA's
         latent belongs to every head, so it is not split (1)."""
         return 1 if self.mla else self.n_kv_heads
 

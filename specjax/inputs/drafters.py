@@ -1,4 +1,4 @@
-"""The drafter registry: every drafter kind is one `DrafterKind` record (MODEL.md 2).
+"""The drafter registry: every drafter kind is one `DrafterKind` record (docs/model.md §5.1).
 
 A record says whether the kind needs a draft config (`--draft`), whether its cost is a ratio of the
 target's pass, whether it can appear in measurement CSVs, and how its `Model` pytree is built from

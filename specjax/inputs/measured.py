@@ -7,8 +7,8 @@ source_url). Optional columns: `engine` (the engine profile of the row: vllm, sg
 dataset share one acceptance), `t_base_s` and `t_sd_step_s` (measured step times, seconds), `ep`,
 `dp_attention` and `draft_tp` (the layout), `tree_depth`, `tree_topk` and `tree_tokens` (a draft tree),
 `kv_dtype` (the KV-cache dtype; empty: the engine's default). A file with `value_s` and no `drafter`
-column holds plain step times under load instead (`inputs.steps`). Rows at a request rate (MODEL.md 6)
-or a closed-loop client concurrency (MODEL.md 6.1) give `qps` or `concurrency`, `input_len`,
+column holds plain step times under load instead (`inputs.steps`). Rows at a request rate (docs/model.md §10)
+or a closed-loop client concurrency (docs/model.md §11) give `qps` or `concurrency`, `input_len`,
 `output_len` and `measured_ratio` (the ratio of the metric `metric` names at equal load: `METRICS`) in
 place of `batch`, `context` and `measured_speedup` (a file of such rows may omit those three columns),
 and optionally `max_num_seqs`: exactly one of batch, qps and concurrency per row. The columns of model
@@ -46,7 +46,7 @@ COLUMNS = ("series", "target", "drafter", "draft", "hardware", "tp", "batch", "k
            "accepted_length", "context", "weight_dtype", "measured_speedup", "metric", "approximate", "source_url")
 BATCH_ONLY = ("batch", "context", "measured_speedup")  # a file of rows at load may leave these out
 AT_LOAD = ("input_len", "output_len", "measured_ratio")  # a row at a request rate or a concurrency: with its load
-LOAD_COLUMNS = ("qps", "concurrency")  # that load (MODEL.md 6 and 6.1)
+LOAD_COLUMNS = ("qps", "concurrency")  # that load (docs/model.md §10 and §11)
 WHAT = {"qps": "a row per request rate", "concurrency": "a row at a closed-loop concurrency"}
 MEASUREMENT = ("t_base_s", "t_sd_step_s", "dataset", "tree_depth", "measured_ratio")  # optional, not model inputs
 
@@ -72,7 +72,7 @@ METRICS = {"batch": ("throughput", "latency"), "qps": ("e2e_request_latency", "t
 # Ratios that do not rise with acceptance (an iteration with speculation is longer, the more so the
 # more tokens it carries; a prompt's TTFT does not depend on it at one client): they cannot anchor a fitted alpha
 NO_ALPHA = ("itl", "ttft")
-LAYOUT = ("ep", "dp_attention", "draft_tp")  # optional layout columns (MODEL.md 1.1); tp is required
+LAYOUT = ("ep", "dp_attention", "draft_tp")  # optional layout columns (docs/model.md §2.4); tp is required
 DEFAULT_ENGINE = engines.DEFAULT  # rows with an empty engine column
 MAX_BYTES = 64 << 20
 
@@ -110,7 +110,7 @@ class Row(cells.Measured):
 
     @property
     def acceptance_group(self):
-        """Rows that share one acceptance (MODEL.md 7): same target, drafter, draft, dataset and load kind
+        """Rows that share one acceptance (docs/model.md §13): same target, drafter, draft, dataset and load kind
         (rows of each kind are predicted apart); without a dataset column, the series."""
         key = (self.target, self.drafter, self.draft or "", self.dataset) if self.dataset else (self.series,)
         return key + ((self.load_kind,) if self.load_kind != "batch" else ())

@@ -28,7 +28,7 @@ ACCEPTANCE = ("alpha", "accepted_length", "acceptance_vector", "position_rates")
 
 def check_layout(arch, name, tp, ep=1, dp_attention=1, source=None, role="target"):
     """A layout shards heads by tp, dense FFN widths by the replica's tp x dp_attention GPUs, experts by
-    ep and each expert's width by the GPUs per expert group (MODEL.md 1.1): each must divide (KV heads
+    ep and each expert's width by the GPUs per expert group (docs/model.md §2.4): each must divide (KV heads
     may be replicated when there are fewer than tp). One-line errors name the flag and the model."""
     gpus = tp * dp_attention
     if arch.n_heads % tp:
@@ -101,7 +101,7 @@ class _Scenario:
 
     @property
     def has_load(self):
-        """True when the scenario carries a serving load (MODEL.md 6): input and output lengths given."""
+        """True when the scenario carries a serving load (docs/model.md §10): input and output lengths given."""
         return self.input_len is not None
 
     def load(self, dtype=jnp.float32):

@@ -182,9 +182,9 @@ def write(spec, data_dir, out):
         parts.append(f"<figure>{svg}<figcaption>{html.escape(cap)}</figcaption></figure>")
     parts += ["<h2>Assumptions</h2><h3>Hardware</h3>", _table(pl.DataFrame(hw_rows)), "<h3>Models</h3>",
               _table(pl.DataFrame(model_rows)),
-              "<p>Roofline (MODEL.md): per-operator max(FLOPs / peak, bytes / bandwidth) scaled by the engine "
+              "<p>Roofline (docs/model.md §2): per-operator max(FLOPs / peak, bytes / bandwidth) scaled by the engine "
               "profile's achieved fractions, plus its overheads ("
-              + "; ".join(i.unit for i in catalogue.OVERHEADS.values()) + "; MODEL.md 1.2; all 0 for engine = "
+              + "; ".join(i.unit for i in catalogue.OVERHEADS.values()) + "; docs/model.md §2.6; all 0 for engine = "
               "roofline); uniform MoE routing; i.i.d. acceptance; two ring "
               "all-reduces per layer under tensor parallelism; memory budget 0.9 x HBM unless the spec says "
               "otherwise.</p>",

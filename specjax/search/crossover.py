@@ -1,4 +1,4 @@
-"""Crossover of the speedup curve S(B) = 1 (MODEL.md section 3).
+"""Crossover of the speedup curve S(B) = 1 (docs/model.md §7).
 
 S need not be monotone in B (an MoE target verifying k+1 tokens per sequence touches more experts at
 small batch, so S can start below 1 or dip below 1 and recover; long contexts can make it rise again),
