@@ -197,18 +197,18 @@ def _fields(text):
     ': ' continues the value before it (a list of numbers such as the per-position rates)."""
     out, key = {}, None
     for item in text.split(", "):
-        item = item.strip()
+        item = item.strip().rstrip(",")  # a line may end in "," (SGLang's `#queue-req: 0,`)
         if not item:
             continue
         k, sep, v = item.partition(": ")
         if sep:
             key = k.strip()
-            out[key] = v.strip()
+            out[key] = [v.strip()]
         elif key is not None:
-            out[key] += ", " + item
+            out[key].append(item)  # joined once below: appending to a string here would be quadratic
         else:
-            out[item] = ""
-    return out
+            out[item] = [""]
+    return {k: ", ".join(v) for k, v in out.items()}
 
 
 def _rates(path, line, text):
@@ -617,7 +617,7 @@ def _sglang_bench_acceptance(path, n, r):
     return _num(path, n, r, "accept_length", optional=True), None
 
 
-def _results(path, fmt, acceptance_of, records=None):
+def _results(path, fmt, acceptance_of, records=None, optional=()):
     """`BenchResult`s of one result file; `acceptance_of(path, line, result)` -> (accepted length, k);
     `records(path)` -> (line, result dict) (default: the file's JSON records)."""
     out = []
@@ -625,7 +625,7 @@ def _results(path, fmt, acceptance_of, records=None):
         if not isinstance(r, dict):
             raise _err(path, n, "a result that is not a JSON object")
         for key in ("output_throughput", "mean_tpot_ms", "completed", "total_input_tokens", "total_output_tokens"):
-            if key not in r:
+            if key not in r and key not in optional:
                 raise _err(path, n, f"no {key!r} (a {fmt} result has output_throughput, mean_tpot_ms, completed, "
                                     "total_input_tokens, total_output_tokens)")
         done = _num(path, n, r, "completed")
@@ -635,7 +635,7 @@ def _results(path, fmt, acceptance_of, records=None):
         conc = _num(path, n, r, "max_concurrency", optional=True)
         out.append(BenchResult(path=str(path), line=n, concurrency=conc,
                                qps=_rate(path, n, r), output_tok_s=_num(path, n, r, "output_throughput"),
-                               tpot_s=_num(path, n, r, "mean_tpot_ms") / 1e3,
+                               tpot_s=(_num(path, n, r, "mean_tpot_ms", optional=True) or math.nan) / 1e3,
                                input_len=_num(path, n, r, "total_input_tokens") / done,
                                output_len=_num(path, n, r, "total_output_tokens") / done,
                                accepted_length=tau, k=k))
@@ -685,10 +685,15 @@ def measurement_rows(pairs, fmt, target, hardware, drafter, draft=None, tp=1, k=
                       accepted_length=round(sd.accepted_length, 4), weight_dtype=weight_dtype, approximate=0,
                       source_url=f"file://{pathlib.Path(sd.path).resolve()}", engine=engine)
         if sd.qps is None and sd.concurrency is not None:
+            if not base.output_tok_s > 0:
+                raise _err(base.path, base.line, "output throughput 0: no baseline to compare with")
             rows.append(dict(common, batch=sd.concurrency, context=round(sd.input_len + sd.output_len / 2, 1),
                              measured_speedup=round(sd.output_tok_s / base.output_tok_s, 5), metric="throughput",
                              qps="", input_len="", output_len="", measured_ratio=""))
         elif sd.qps is not None:
+            if not (math.isfinite(sd.tpot_s) and math.isfinite(base.tpot_s)):
+                bad = sd if not math.isfinite(sd.tpot_s) else base
+                raise _err(bad.path, bad.line, "no mean TPOT: a result at a request rate is compared on TPOT")
             rows.append(dict(common, batch="", context="", measured_speedup="", metric="tpot", qps=sd.qps,
                              input_len=round(sd.input_len, 1), output_len=round(sd.output_len, 1),
                              measured_ratio=round(base.tpot_s / sd.tpot_s, 5)))
@@ -720,7 +725,7 @@ CONSOLE_KEYS = {"Successful requests": "completed", "Maximum request concurrency
                 "Accept length": "accept_length", "Drafts": "spec_decode_num_drafts",
                 "Draft tokens": "spec_decode_draft_tokens"}
 CONSOLE_NEEDS = ("Successful requests", "Total input tokens", "Total generated tokens",
-                 "Output token throughput (tok/s)", "Mean TPOT (ms)")
+                 "Output token throughput (tok/s)")  # and, from vLLM (which always prints it), Mean TPOT (ms)
 
 
 def _console_value(path, n, label, text):
@@ -734,16 +739,16 @@ def _console_value(path, n, label, text):
     return v
 
 
-def _console_records(path):
+def _console_records(path, needs=CONSOLE_NEEDS):
     """(line, result dict with the saved result's keys) of each `Serving Benchmark Result` block of a
     console report; lines before a block (vLLM prints the rate and the concurrency there) belong to it."""
     result, header, pending, rates = None, None, {}, None
 
     def done():
-        missing = [lab for lab in CONSOLE_NEEDS if CONSOLE_KEYS[lab] not in result]
+        missing = [lab for lab in needs if CONSOLE_KEYS[lab] not in result]
         if missing:
             raise _err(path, header, f"a benchmark report without {missing[0] + ':'!r} (the report stops before it?); "
-                                     f"expected {', '.join(CONSOLE_NEEDS)}")
+                                     f"expected {', '.join(needs)}")
         if rates:
             result["spec_decode_per_position_acceptance_rates"] = rates
         return header, result
@@ -867,8 +872,12 @@ def _sglang_bench(head):
     return "mean_tpot_ms" in head and ("mean_e2e_latency_ms" in head or "accept_length" in head)
 
 
-def _bench(name, acceptance_of, records=None):
-    return lambda paths: [r for p in paths for r in _results(p, name, acceptance_of, records)]
+def _bench(name, acceptance_of, records=None, optional=()):
+    return lambda paths: [r for p in paths for r in _results(p, name, acceptance_of, records, optional)]
+
+
+def _vllm_console(path):
+    return _console_records(path, CONSOLE_NEEDS + ("Mean TPOT (ms)",))
 
 
 register(Format("vllm-metrics", "vllm", ACCEPTANCE,
@@ -889,10 +898,10 @@ register(Format("vllm-bench", "vllm", BENCH, lambda head: "mean_tpot_ms" in head
 register(Format("sglang-bench", "sglang", BENCH, _sglang_bench,
                 _bench("sglang-bench", _sglang_bench_acceptance), "SGLang bench_serving results (JSON lines)"))
 register(Format("vllm-bench-console", "vllm", BENCH, lambda head: _HEADER in head and "Backend:" not in head,
-                _bench("vllm-bench-console", _vllm_bench_acceptance, _console_records),
+                _bench("vllm-bench-console", _vllm_bench_acceptance, _vllm_console),
                 "vllm bench serve console report (Serving Benchmark Result blocks)"))
 register(Format("sglang-bench-console", "sglang", BENCH, lambda head: _HEADER in head and "Backend:" in head,
-                _bench("sglang-bench-console", _sglang_bench_acceptance, _console_records),
+                _bench("sglang-bench-console", _sglang_bench_acceptance, _console_records, ("mean_tpot_ms",)),
                 "SGLang bench_serving console report (Serving Benchmark Result blocks)"))
 
 
