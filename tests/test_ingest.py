@@ -215,7 +215,7 @@ def test_sglang_bench_console_at_a_rate(tmp_path):
              "Traffic request rate:                    4.0\nMax request concurrency:                 not set\n"
              "Successful requests:                     100\nTotal input tokens:                      102400\n"
              "Total generated tokens:                  25600\nOutput token throughput (tok/s):         {tok}\n"
-             "{acc}Mean TPOT (ms):                          {tpot}\n==================================================\n")
+             "{acc}Mean TPOT (ms):                          {tpot}\n" + "=" * 50 + "\n")
     p = tmp_path / "sg.txt"
     p.write_text(block.format(tok="1000.00", acc="", tpot="11.00")
                  + block.format(tok="1000.00", acc="Accept length:                           3.10\n", tpot="6.875"))
