@@ -88,18 +88,18 @@ def test_benchmark_pairs_become_measurement_rows(tmp_path, capsys):
 
 @pytest.mark.parametrize("name,edit,fmt,msg", [
     ("vllm.log", lambda t: t.replace("Accepted: 1800 tokens", "Accepted: many tokens"), "vllm-log",
-     "line 9: a SpecDecoding metrics line without"),
+     "line 9: Accepted = 'many tokens'; expected a whole number >= 0"),
     ("vllm.log", lambda t: t.replace("Running: 1 reqs", "Running: ? reqs"), "vllm-log",
-     "line 4: a SpecDecoding metrics line before any 'Running: N reqs' line"),
+     "line 3: Running = '?'; expected a whole number in [0, 1e+08]"),
     ("sglang.log", lambda t: t.replace("accept len: 3.00", "accept len: 99.0"), "sglang-log",
-     "line 4: accept len 99.0; expected 1 <= accept len <= 65"),
+     "line 4: accept len = '99.0'; expected a number in [1, 65]"),
     ("trtllm_stats.jsonl", lambda t: t.replace('"numAcceptedTokens": 6,', '"numAcceptedTokens": "six",'),
      "trtllm-stats", "line 3: numAcceptedTokens = 'six'; expected a number >= 0"),
     ("trtllm_stats.jsonl", lambda t: t + "{not json\n", "trtllm-stats", "line 5: malformed JSON"),
     ("vllm_metrics_before.prom", lambda t: re.sub(r"vllm:spec_decode_num_draft_tokens_total\{.*\n", "", t),
      "vllm-metrics", "a partial scrape: no vllm:spec_decode_num_draft_tokens_total"),
     ("vllm_metrics_before.prom", lambda t: t.replace("} 1500.0", "} lots"), "vllm-metrics",
-     "value 'lots'; expected a number"),
+     "line 12: value 'lots'; expected a finite number >= 0"),
     ("vllm_metrics_before.prom", lambda t: t.replace("} 8.0", "} inf"), "vllm-metrics",  # found by tools/fuzz.py
      "line 3: value 'inf'; expected a finite number >= 0"),
 ])

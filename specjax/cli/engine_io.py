@@ -39,6 +39,8 @@ def ingest(files: Files,
            as_json: Json = False):
     """Read engine metrics, logs, iteration stats or benchmark results into a CSV: acceptance per batch
     (tau, per-position rates) or measurement rows for `specjax validate` and `calibrate`."""
+    for f in files:
+        _ingest.check_readable(f)
     formats = {value(fmt)} if fmt else {_ingest.detect(f) for f in files}
     if len(formats) > 1:
         raise SpecError(f"files of several formats ({', '.join(sorted(formats))}); ingest one format at a time")
@@ -61,9 +63,13 @@ def ingest(files: Files,
         return
     print(f"{form} ({engine}): {len(rows)} rows -> {out}")
     if kind == _ingest.ACCEPTANCE:
-        print(f"{'batch':>6} {'tau':>6} {'k':>3}  per-position rates")
+        print(f"{'batch':>7} {'tau':>6} {'k':>3}  per-position rates")
         for r in rows:
-            print(f"{_b(r['batch']):>6} {r['accepted_length']:>6.3f} {r['k'] or '-':>3}  {r['position_rates'] or '-'}")
+            b = "unknown" if r["batch"] is None else _b(r["batch"])
+            print(f"{b:>7} {r['accepted_length']:>6.3f} {r['k'] or '-':>3}  {r['position_rates'] or '-'}")
+        if any(r["batch"] is None for r in rows):
+            print("batch unknown: samples without the engine's running-requests count for their interval (a log "
+                  "that starts mid-stream, a drafter line without its stat line, a snapshot of 0)")
         last = rows[-1]
         hint = f"--position-rates {last['position_rates']}" if last["position_rates"] else \
             f"--accepted-length {last['accepted_length']:.3f}"

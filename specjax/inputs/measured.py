@@ -22,6 +22,7 @@ with its reason in `unsupported` and skipped by validation and calibration: it n
 """
 
 import dataclasses
+import math
 import pathlib
 
 import jax
@@ -180,6 +181,98 @@ def _unsupported(r, model_slugs, hw_slugs):
     return None
 
 
+def tau_ok(tau, k=None):
+    """An accepted length (tokens per step, the bonus token included) that a chain of k drafts can give:
+    1 <= tau <= k + 1 (the catalogue's range without a k)."""
+    return math.isfinite(tau) and 1.0 <= tau <= (k + 1 if k is not None else catalogue.INPUTS["accepted_length"].hi)
+
+
+def tau_range(k=None):
+    return f"in [1, k+1 = {k + 1}]" if k is not None else "in [1, 65]"
+
+
+def check_acceptance(p, line, k, tau, rates=(), tol=1e-6):
+    """The checks every acceptance summary passes, measured row or ingested engine output: k a whole draft
+    length in the catalogue's range, 1 <= tau <= k + 1, per-position rates (vLLM's unconditional r_i) finite
+    in [0, 1], non-increasing, one per draft position, summing to tau - 1 within `tol` (the rounding of
+    the numbers they came from). Raises a `SpecError` naming the file, the line, the column and the value."""
+    if k is not None:
+        _number(p, line, "k", str(k), catalogue.CSV["k"].csv_input.range_text(), catalogue.CSV["k"].csv_input.ok,
+                integer=True)
+    if not tau_ok(tau, k):
+        raise _err(p, line, "accepted_length", f"{tau:g}", tau_range(k))
+    if not rates:
+        return
+    text = ",".join(f"{v:g}" for v in rates)
+    if not all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in rates):
+        raise _err(p, line, "position_rates", text, "rates in [0, 1] (accepted at position i / drafts)")
+    if any(b > a for a, b in zip(rates, rates[1:])):
+        raise _err(p, line, "position_rates", text, "non-increasing rates (position i is accepted only after i-1)")
+    if k is not None and len(rates) != k:
+        raise _err(p, line, "position_rates", text, f"k = {k} rates, one per draft position")
+    if abs(sum(rates) - (tau - 1.0)) > tol:
+        raise _err(p, line, "position_rates", text, f"rates summing to accepted_length - 1 = {tau - 1:.4g} (they sum "
+                   f"to {sum(rates):.4g}: not the counts of one run)")
+
+
+def row_from_cells(p, line, r, model_slugs, hw_slugs):
+    """One measured row from its cells (a dict of strings, as the CSV reads), checked: the one path of every
+    measured row, read by `load` and written by `specjax ingest`. Raises a `SpecError` naming the file, the
+    line, the column, the value and what is allowed."""
+    if not r["series"]:
+        raise _err(p, line, "series", "", "a non-empty series id")
+    for col in ("target", "hardware", "drafter"):
+        if not (r[col] or "").strip():
+            raise _err(p, line, col, "", f"a {col} (preset slug or path)" if col != "drafter" else
+                       f"one of {', '.join(drafters.names(measurable_only=True))}")
+    tp = _input(p, line, "tp", r["tp"], optional=False)
+    rate = _at_load(p, line, r)
+    k = _input(p, line, "k", r["k"], optional=False)
+    alpha = _input(p, line, "acceptance_rate", r["acceptance_rate"])
+    tau = _number(p, line, "accepted_length", r["accepted_length"], "empty or " + tau_range(k),
+                  lambda v: tau_ok(v, k), optional=True)
+    if rate:
+        batch, ctx, speed = 1.0, rate["input_len"] + 0.5 * rate["output_len"], rate.pop("measured_ratio")
+    else:
+        batch = _input(p, line, "batch", r.get("batch"), optional=False)
+        ctx = _input(p, line, "context", r.get("context"), optional=False)
+        speed = _number(p, line, "measured_speedup", r.get("measured_speedup"), "a number > 0 (SD / no-SD)",
+                        lambda v: 0 < v < 100)
+    kind = next((c for c in LOAD_COLUMNS if c in rate), "batch")
+    if r["metric"] not in METRICS[kind]:
+        raise _err(p, line, "metric", r["metric"], " or ".join(METRICS[kind]) + (f" ({WHAT[kind]})" if rate
+                                                                                 else ""))
+    if r["weight_dtype"] not in BYTES_PER_ELEMENT:
+        raise _err(p, line, "weight_dtype", r["weight_dtype"], f"one of {', '.join(BYTES_PER_ELEMENT)}")
+    times = {c: _number(p, line, c, r.get(c), "empty or seconds > 0", lambda v: v > 0, optional=True)
+             for c in ("t_base_s", "t_sd_step_s")}
+    layout = {c: _input(p, line, c, r.get(c)) for c in LAYOUT}
+    layout = {c: v for c, v in layout.items() if v is not None}
+    tree = {c: _input(p, line, c, r.get(c)) for c in ("tree_topk", "tree_tokens")}
+    tree["tree_depth"] = _number(p, line, "tree_depth", r.get("tree_depth"), "empty or the tree's depth k",
+                                 lambda v: 1 <= v <= 64, integer=True, optional=True)
+    if (tree["tree_topk"] is None) != (tree["tree_tokens"] is None):
+        raise _err(p, line, "tree_tokens" if tree["tree_tokens"] is None else "tree_topk", "",
+                   "tree_topk and tree_tokens together (a draft tree) or neither (a chain)")
+    if tree["tree_depth"] is not None and tree["tree_depth"] != k:
+        raise _err(p, line, "tree_depth", r.get("tree_depth"), f"k = {k} (the tree's depth is its k)")
+    layout.update({c: tree[c] for c in ("tree_topk", "tree_tokens") if tree[c] is not None})
+    kv = (r.get("kv_dtype") or "").strip() or None
+    if kv is not None and kv not in BYTES_PER_ELEMENT:
+        raise _err(p, line, "kv_dtype", kv, f"empty or one of {', '.join(BYTES_PER_ELEMENT)}")
+    loc = _input(p, line, "expert_locality", r.get("expert_locality"))
+    engine = (r.get("engine") or "").strip()
+    if engine and not engine.replace("-", "").replace("_", "").isalnum():
+        raise _err(p, line, "engine", engine, "an engine name (letters, digits, - and _)")
+    return Row(line=line, series=r["series"], target=r["target"], drafter=r["drafter"],
+               draft=r["draft"] or None, hardware=r["hardware"], tp=tp, batch=batch, k=k, alpha=alpha,
+               tau=tau, context=ctx, weight_dtype=canonical(r["weight_dtype"]), speedup=speed,
+               metric=r["metric"], source_url=r["source_url"] or "", engine=engine,
+               expert_locality=loc or 0.0, dataset=(r.get("dataset") or "").strip(),
+               kv_dtype=kv and canonical(kv), unsupported=_unsupported(r, model_slugs, hw_slugs),
+               **times, **layout, **rate)
+
+
 def load(path):
     """Read and validate a measurements CSV; returns a list of `Row` (unsupported rows included, with
     their reason). Raises `SpecError` for a malformed file or value, or when no row is supported."""
@@ -209,61 +302,7 @@ def load(path):
     if df.height == 0:
         raise SpecError(f"{p}: no data rows")
     model_slugs, hw_slugs = set(_models.preset_slugs()), set(_hw.preset_slugs())
-    rows = []
-    for i, r in enumerate(df.iter_rows(named=True)):
-        line = i + 2
-        if not r["series"]:
-            raise _err(p, line, "series", "", "a non-empty series id")
-        for col in ("target", "hardware", "drafter"):
-            if not (r[col] or "").strip():
-                raise _err(p, line, col, "", f"a {col} (preset slug or path)" if col != "drafter" else
-                           f"one of {', '.join(drafters.names(measurable_only=True))}")
-        tp = _input(p, line, "tp", r["tp"], optional=False)
-        rate = _at_load(p, line, r)
-        k = _input(p, line, "k", r["k"], optional=False)
-        alpha = _input(p, line, "acceptance_rate", r["acceptance_rate"])
-        tau = _number(p, line, "accepted_length", r["accepted_length"], f"empty or in [1, k+1 = {k + 1}]",
-                      lambda v: 1 <= v <= k + 1, optional=True)
-        if rate:
-            batch, ctx, speed = 1.0, rate["input_len"] + 0.5 * rate["output_len"], rate.pop("measured_ratio")
-        else:
-            batch = _input(p, line, "batch", r.get("batch"), optional=False)
-            ctx = _input(p, line, "context", r.get("context"), optional=False)
-            speed = _number(p, line, "measured_speedup", r.get("measured_speedup"), "a number > 0 (SD / no-SD)",
-                            lambda v: 0 < v < 100)
-        kind = next((c for c in LOAD_COLUMNS if c in rate), "batch")
-        if r["metric"] not in METRICS[kind]:
-            raise _err(p, line, "metric", r["metric"], " or ".join(METRICS[kind]) + (f" ({WHAT[kind]})" if rate
-                                                                                     else ""))
-        if r["weight_dtype"] not in BYTES_PER_ELEMENT:
-            raise _err(p, line, "weight_dtype", r["weight_dtype"], f"one of {', '.join(BYTES_PER_ELEMENT)}")
-        times = {c: _number(p, line, c, r.get(c), "empty or seconds > 0", lambda v: v > 0, optional=True)
-                 for c in ("t_base_s", "t_sd_step_s")}
-        layout = {c: _input(p, line, c, r.get(c)) for c in LAYOUT}
-        layout = {c: v for c, v in layout.items() if v is not None}
-        tree = {c: _input(p, line, c, r.get(c)) for c in ("tree_topk", "tree_tokens")}
-        tree["tree_depth"] = _number(p, line, "tree_depth", r.get("tree_depth"), "empty or the tree's depth k",
-                                     lambda v: 1 <= v <= 64, integer=True, optional=True)
-        if (tree["tree_topk"] is None) != (tree["tree_tokens"] is None):
-            raise _err(p, line, "tree_tokens" if tree["tree_tokens"] is None else "tree_topk", "",
-                       "tree_topk and tree_tokens together (a draft tree) or neither (a chain)")
-        if tree["tree_depth"] is not None and tree["tree_depth"] != k:
-            raise _err(p, line, "tree_depth", r.get("tree_depth"), f"k = {k} (the tree's depth is its k)")
-        layout.update({c: tree[c] for c in ("tree_topk", "tree_tokens") if tree[c] is not None})
-        kv = (r.get("kv_dtype") or "").strip() or None
-        if kv is not None and kv not in BYTES_PER_ELEMENT:
-            raise _err(p, line, "kv_dtype", kv, f"empty or one of {', '.join(BYTES_PER_ELEMENT)}")
-        loc = _input(p, line, "expert_locality", r.get("expert_locality"))
-        engine = (r.get("engine") or "").strip()
-        if engine and not engine.replace("-", "").replace("_", "").isalnum():
-            raise _err(p, line, "engine", engine, "an engine name (letters, digits, - and _)")
-        rows.append(Row(line=line, series=r["series"], target=r["target"], drafter=r["drafter"],
-                        draft=r["draft"] or None, hardware=r["hardware"], tp=tp, batch=batch, k=k, alpha=alpha,
-                        tau=tau, context=ctx, weight_dtype=canonical(r["weight_dtype"]), speedup=speed,
-                        metric=r["metric"], source_url=r["source_url"] or "", engine=engine,
-                        expert_locality=loc or 0.0, dataset=(r.get("dataset") or "").strip(),
-                        kv_dtype=kv and canonical(kv), unsupported=_unsupported(r, model_slugs, hw_slugs),
-                        **times, **layout, **rate))
+    rows = [row_from_cells(p, i + 2, r, model_slugs, hw_slugs) for i, r in enumerate(df.iter_rows(named=True))]
     rows = check_buildable(rows)
     if all(r.unsupported for r in rows):
         raise SpecError(f"{p}: no row can be evaluated; line {rows[0].line}, {rows[0].unsupported}")
