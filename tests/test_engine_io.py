@@ -271,6 +271,10 @@ def test_readme_example_emits_each_engines_keys():
     sc = Scenario(**SC_STEPS)
     ranges, table, _ = advise.schedule(sc, 256, k_max=6)
     assert ranges == [[1, 78, 3], [79, 198, 2]]  # admission limit 198: from 199 the drafter does not fit
+    for b, k in ((1, 3), (78, 3), (79, 2), (198, 2)):  # fed back to `point`: the table's speedup, paying by the margin
+        s = api.point(Scenario(**SC_STEPS, batch=float(b), k=k))["speedup"]
+        assert s == pytest.approx(table[b - 1, k - 1], rel=1e-5) and s >= 1 + advise.MARGIN
+    assert api.point(Scenario(**SC_STEPS, batch=199.0, k=1))["status"] != "ok"
     trt = advise.emit("trtllm", sc, ranges, table)["config"]
     assert trt["max_batch_size"] == 198 and trt["speculative_config"]["draft_len_schedule"] == {"78": 3, "198": 2}
     old = advise.emit("trtllm", sc, ranges, table, version="1.2")

@@ -131,8 +131,9 @@ def advise(model, load,
     if as_json:
         print_json(out)
         return
-    unit = " per rank" if sc.dp_attention > 1 else ""
-    print(f"{'batches' + unit:>13} {'k':>3} {'speedup min':>12} {'first':>7} {'last':>7}")
+    if sc.dp_attention > 1:
+        print(f"(batches per engine rank, as the engines count them: the replica runs {sc.dp_attention}x)")
+    print(f"{'batches':>13} {'k':>3} {'speedup min':>12} {'first':>7} {'last':>7}")
     for r in out["ranges"]:
         why = {"does_not_fit": "  off: does not fit in memory with the drafter",
                "does_not_pay": f"  off: no k pays by {margin:.0%}"}.get(r["off_because"], "")
