@@ -19,6 +19,7 @@ why and what it costs. The reading rules followed (tested by re-implementation i
   DP) a JSON file of batch-size slots: a batch is padded up to the next CUDA-graph batch size, then takes
   the slot of the largest key <= it; a slot with one candidate step always runs it. The emitted
   `--cuda-graph-bs` holds every range's last batch, so padding never crosses a range boundary.
+  `--max-running-requests` counts all attention-DP ranks (the scheduler's `per_dp_max_running_requests`).
 """
 
 import json
