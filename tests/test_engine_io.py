@@ -383,3 +383,14 @@ def test_advise_names_eagle_heads_by_version():
         sc = Scenario(engine="roofline",
                       target="llama-3.1-8b", hardware="h100-sxm", drafter="eagle", draft=draft, alpha=0.7)
         assert (emit.method(sc, "sglang"), emit.method(sc, "vllm")) == (sgl, vllm)
+
+
+def test_trtllm_schedule_under_attention_dp_warns_of_rank_local_lengths():
+    sc = Scenario(**{**SC, "dp_attention": 2})
+    ranges = [[1, 10, 2], [11, 20, 1], [21, 40, 0]]
+    res = advise.emit("trtllm", sc, ranges, SYNTH)
+    assert res["config"]["speculative_config"]["draft_len_schedule"] == {"10": 2, "20": 1}
+    assert trtllm_reads(res["config"], (1, 3)) == emit.per_batch(ranges)
+    assert any("each rank's own batch" in w for w in res["warnings"])
+    sg = advise.emit("sglang", sc, ranges, SYNTH)  # adaptive steps refused under attention DP: one k
+    assert sg["config"]["max_running_requests"] == 2 * sg["runs"][-1][1] and "speculative_adaptive" not in sg["config"]

@@ -306,6 +306,10 @@ def _trtllm(out, v, scenario, ranges, table, margin, model, admission):
                 out["warnings"].append(f"draft_len_schedule keys are first batches here, as TensorRT-LLM "
                                        f"{_dot(feats['schedule'])} reads them; 1.3 and later read a key as the last "
                                        "batch of its range: re-emit with --engine-version for those")
+        if scenario.dp_attention > 1 and "draft_len_schedule" in spec:
+            out["warnings"].append("under attention DP TensorRT-LLM resolves the draft length from each rank's own "
+                                   "batch (no cross-rank sync): ranks whose batches sit in different ranges draft "
+                                   "different k in one step")
         if name == "DraftTarget" and any(k == 0 for _, _, k in runs):
             off = [f"{a}-{b}" for a, b, k in runs if k == 0]
             out["warnings"].append(f"recent TensorRT-LLM code (PR 16888) floors the draft-target one-model path's "
