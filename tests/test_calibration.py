@@ -386,3 +386,30 @@ def test_calibrated_terms_bounds_and_starts_come_from_the_catalogue(monkeypatch)
         monkeypatch.undo()
         importlib.reload(calibrate)
     assert calibrate.FIELDS == tuple(catalogue.ENGINE) and calibrate.PRIORS["hbm_efficiency"] == 0.85
+
+
+def test_gpu_sections_only_for_hardware_presets(tmp_path):
+    """Rows on a user's hardware file earn no [hardware.<slug>] section (an engine TOML refuses a table for a
+    slug that is no preset, and one keyed by the file's path is never looked up): they stay in the engine's
+    base fit. A preset with the same share of rows gets its section."""
+    import types
+
+    from specjax.engine import transfer
+
+    def rows(hw, n):
+        return [types.SimpleNamespace(hardware=hw, engine_name="vllm") for _ in range(n)]
+
+    user = str(tmp_path / "my-gpu.toml")
+    data = rows("h100-sxm", 20) + rows(user, 7) + rows("mi300x", 7)
+    assert transfer.minority_hardware(data) == ["mi300x"]
+    assert [r.hardware for r, sec in zip(data, transfer.in_sections(data)) if sec] == ["mi300x"] * 7
+    # what a section would become on disk is loadable: the slugs sections use are presets
+    section = {h: {"hbm_efficiency": 0.8} for h in transfer.minority_hardware(data)}
+    p = tmp_path / "e.toml"
+    p.write_text("name = 'x'\n" + "".join(f"[hardware.{h}]\nhbm_efficiency = {v['hbm_efficiency']}\n"
+                                          for h, v in section.items()))
+    assert engines.load(str(p)).per_hardware == {"mi300x": {"hbm_efficiency": 0.8}}
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = 'x'\n[hardware.my-gpu]\nhbm_efficiency = 0.8\n")
+    with pytest.raises(SpecError, match="hardware table"):
+        engines.load(str(bad))

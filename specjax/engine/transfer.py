@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import polars as pl
 
 from .. import catalogue
-from ..inputs import engines
+from ..inputs import engines, hardware
 from . import calibrate, validate
 
 MIN_ROWS = 8  # an engine needs this many supported training rows to get a profile of its own
@@ -26,14 +26,18 @@ SECTION_FIELDS = tuple(n for n in calibrate.FIELDS if catalogue.ENGINE[n].engine
 
 
 def minority_hardware(rows):
-    """GPUs with a section of their own in an engine's profile: those with at least `MIN_SECTION_ROWS` of
-    the engine's rows but fewer than half of them. Engine terms are properties of an engine on a GPU
-    (docs/model.md §2.6): vLLM's MI300X rows (mxfp4 experts without FP4 hardware) would otherwise set the
-    per-token cost vLLM is predicted with on every NVIDIA GPU."""
+    """GPUs with a section of their own in an engine's profile: hardware presets with at least
+    `MIN_SECTION_ROWS` of the engine's rows but fewer than half of them. Engine terms are properties of an
+    engine on a GPU (docs/model.md §2.6): vLLM's MI300X rows (mxfp4 experts without FP4 hardware) would otherwise
+    set the per-token cost vLLM is predicted with on every NVIDIA GPU. Rows on a user's hardware file stay
+    in the engine's base fit: a `[hardware.<slug>]` table exists only for a preset (an engine TOML refuses
+    any other), and a table keyed by the file's path would never be looked up (profiles apply by the
+    hardware's slug, the file's stem)."""
+    presets = set(hardware.preset_slugs())
     counts = {}
     for r in rows:
         counts[r.hardware] = counts.get(r.hardware, 0) + 1
-    return sorted(h for h, c in counts.items() if MIN_SECTION_ROWS <= c < len(rows) / 2)
+    return sorted(h for h, c in counts.items() if h in presets and MIN_SECTION_ROWS <= c < len(rows) / 2)
 
 
 def in_sections(rows):
