@@ -8,6 +8,7 @@ Plain step-time rows under load (`inputs.steps`) calibrate and are scored like s
 
 import dataclasses
 
+import jax
 import jax.numpy as jnp
 import polars as pl
 
@@ -110,6 +111,10 @@ def leave_one_source_out(rows, steps=600, mode="operator", dtype=jnp.float32, pr
                         profiles={e: p.slug for e, p in profiles.items()})
         if "plain_steps" in summ:
             folds[s]["plain_steps_median_ape"] = summ["plain_steps"]["median_ape"]
+        # every fold compiles its fits and predictions anew (row counts are shapes); without this the kept
+        # executables exhaust the process's memory mappings (vm.max_map_count, 65,530) after about 30 min
+        # of a four-file run and LLVM aborts the process ("Unable to allocate section memory")
+        jax.clear_caches()
     if not frames:
         raise ValueError("leave-one-source-out needs at least two sources with supported rows")
     df = pl.concat(frames, how="diagonal_relaxed")  # plain step-time rows add their own columns
