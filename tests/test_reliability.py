@@ -185,7 +185,7 @@ CASES = {
     "hw-unknown-key": hw_case("colour = 1\n" + HW_OK, "unknown hardware key 'colour'"),
     "hw-string": hw_case(HW_OK.replace("8e10", '"80 GB"'), "hbm_bytes='80 GB'"),
     "hw-tflops": hw_case(HW_OK.replace("5e14", "989"), "flops_per_s.bf16=989"),
-    "hw-efficiency": hw_case(HW_OK.replace("[flops", "hbm_efficiency = 1.5\n[flops"), "hbm_efficiency=1.5"),
+    "hw-efficiency": hw_case(HW_OK.replace("[flops", "hbm_efficiency = 1.5\n[flops"), "hbm_efficiency is an engine term"),
     "hw-dtype": hw_case(HW_OK + "fp2 = 1e15\n", "unknown compute dtype in [flops_per_s] 'fp2'"),
     "hw-malformed": hw_case("name = \n", "malformed TOML"),
     "hw-not-utf8": hw_case(b"name = \"\xff\"\n" + HW_OK.encode(), "is not UTF-8 text"),

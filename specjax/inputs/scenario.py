@@ -18,7 +18,7 @@ from . import drafters, engines, scheduler
 from . import hardware as _hw
 from . import models as _models
 from ..cost.acceptance import (TREE_MAX_DEPTH, alpha_from_tokens, alpha_from_tree_tokens, conditional_rates,
-                               max_tree_tokens)
+                               max_tree_tau, max_tree_tokens)
 from ..errors import SpecError, field_error
 from ..cost.memory import weights_per_gpu
 from ..cost.trees import Decode, Deployment, Load
@@ -83,12 +83,15 @@ class _Scenario:
     catalogue that a scenario carries (`catalogue.SCENARIO`, with the catalogue's defaults), checked at
     construction with messages naming the field, the value and the allowed range. Exactly one of `alpha`,
     `accepted_length`, `acceptance_vector` and `position_rates` is given. `engine` names an engine
-    profile (`engines.load`: a preset slug, `roofline` for the pure model, or a TOML path); the default
-    is the CLI's and the sweep specs' (`engines.DEFAULT`). `source` names the file the values came from
+    profile (`engines.load`: a preset slug, `roofline` for the pure model, or a TOML path); the default,
+    and what None means, is the CLI's and the sweep specs' (`engines.DEFAULT`): the engine terms of every
+    scenario come from its engine profile (a hardware file cannot carry them). `source` names the file the values came from
     (for messages). `Scenario.build()` loads the presets and returns the kernel pytrees."""
 
     def __post_init__(self):
         src = self.source
+        if self.engine is None:  # one input-application path: engine terms come from an engine profile only
+            object.__setattr__(self, "engine", engines.DEFAULT)
         for row in catalogue.SCENARIO.values():  # per-field checks, all from the catalogue
             value = getattr(self, row.name)
             if value is None and row.default is catalogue.REQUIRED:
@@ -175,8 +178,7 @@ class _Scenario:
         kind = drafters.get(self.drafter, self.source)
         profile = _hw.load(self.hardware)
         profile.resolve(self.compute_dtype)  # a peak for the compute dtype exists
-        if self.engine is not None:
-            profile = engines.load(self.engine).apply(profile)
+        profile = engines.load(self.engine).apply(profile)
         arch = _models.load_architecture(self.target)
         check_layout(arch, self.target, self.tp, self.ep, self.dp_attention, self.source)
         gpus = self.tp * self.dp_attention
@@ -298,6 +300,24 @@ def _tree_shape(sc, kind, src):
     if not least <= sc.tree_tokens <= most:
         raise field_error("tree_tokens", sc.tree_tokens, f"{least:g} <= tree_tokens <= {most:g} for depth k = "
                           f"{sc.k:g} and topk {sc.tree_topk} (root included)", src)
+    if sc.accepted_length is not None:
+        msg = tree_tau_error(sc.accepted_length, sc.tree_topk, sc.tree_tokens, sc.k)
+        if msg:
+            raise field_error("accepted_length", sc.accepted_length, msg, src)
+
+
+def tree_tau_error(tau, topk, tokens, k):
+    """What a measured tree tau must satisfy, or None when it does: at most the tree estimate's tau at alpha
+    = 1 (`max_tree_tau`), so that the alpha solved through the estimate reproduces it exactly (a longer tau
+    would be clipped to that ceiling). Shared by scenarios and measurement rows."""
+    if topk == 1 and tokens == k + 1:  # a chain: any tau <= k + 1 (checked with the acceptance)
+        return None
+    ceiling = float(max_tree_tau(float(topk), float(tokens), float(k)))
+    if tau <= ceiling * (1 + 1e-5):  # float32's rounding of the ceiling
+        return None
+    return (f"1 <= tau <= {ceiling:.4g}: the longest accepted length the tree estimate gives topk {topk:g}, "
+            f"{tokens:g} tokens, depth k = {k:g} (alpha = 1; some depth keeps fewer candidates than the nodes "
+            "above it); a longer measured tau cannot be reproduced, only clipped")
 
 
 def _load_lengths(sc, kind, src):
@@ -332,7 +352,7 @@ def _check(scenario, files):
 @functools.lru_cache(maxsize=256)
 def _limits(scenario, files):
     del files  # part of the cache key only
-    engine = engines.load(scenario.engine or engines.DEFAULT)
+    engine = engines.load(scenario.engine)
     given = {n: getattr(scenario, n) for n in scheduler.NAMES}
     return scheduler.resolve(engine, engines.load(engines.DEFAULT), scenario.check()[0], scenario.k >= 1, given)
 

@@ -1,0 +1,96 @@
+"""Issue 28's defect classes, one test (or a few) per class at its mechanism: one input-application path
+(engine terms from engine files only; a tree tau used as given or refused), one non-finite policy for
+every writer, serving paths where a prompt does not fit, option handling, and the first hour of a new user
+(calibration that cannot identify, misread Hugging Face configs, defaults)."""
+
+import json
+
+import pytest
+
+from specjax import api, catalogue
+from specjax.cli import main
+from specjax.inputs import hardware
+from specjax.inputs.scenario import Scenario
+
+SILICON = ('name = "x"\nhbm_bytes_per_s = 3.35e12\nhbm_bytes = 8e10\nlink_bytes_per_s = 4.5e11\n'
+           "link_latency_s = 5e-6\n[flops_per_s]\nbf16 = 989e12\n")
+
+
+def run(capsys, args):
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+def one_line_error(capsys, args, text):
+    code, _, err = run(capsys, args)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("specjax: error: ") and text in lines[0], lines[0]
+    return lines[0]
+
+
+# --- 1. one input-application path -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("key", list(catalogue.ENGINE))
+def test_engine_terms_in_a_hardware_file_are_refused(key, tmp_path):
+    """Every engine row of the catalogue: a hardware file carrying it is refused with a line that names the
+    key and says where it belongs (the CLI's engine profile overwrote it, the API with engine=None applied it:
+    one label, two answers)."""
+    p = tmp_path / "gpu.toml"
+    value = catalogue.INPUTS[key].start if catalogue.INPUTS[key].start is not None else 0.5
+    p.write_text(SILICON.replace("[flops", f"{key} = {value}\n[flops"))
+    with pytest.raises(Exception) as e:
+        hardware.load(str(p))
+    msg = str(e.value)
+    assert f"{key} is an engine term" in msg and "engine file" in msg and str(p) in msg and "\n" not in msg
+
+
+def test_api_and_cli_apply_engine_terms_the_same_way(capsys, tmp_path):
+    """The same hardware file and engine file give the same numbers from the CLI and the Python API, and
+    `Scenario(engine=None)` is the default engine (vllm), the CLI's default."""
+    hw, eng = tmp_path / "gpu.toml", tmp_path / "eng.toml"
+    hw.write_text(SILICON)
+    eng.write_text('name = "e"\nflops_efficiency = 0.5\nfixed_overhead_s = 2e-3\n')
+    args = ["point", "--target", "llama-3.1-8b", "--hardware", str(hw), "--alpha", "0.7", "--batch", "8",
+            "--draft-cost", "0.05", "--json"]
+    for engine in (str(eng), "roofline", None):
+        code, out, _ = run(capsys, args + (["--engine", engine] if engine else []))
+        cli = json.loads(out)
+        sc = Scenario("llama-3.1-8b", str(hw), alpha=0.7, batch=8, draft_cost=0.05, engine=engine)
+        py = api.point(sc)
+        assert code == 0 and cli["inputs"]["engine"] == sc.engine == (engine or "vllm")
+        for key in ("speedup", "t_target_s", "t_sd_step_s"):
+            assert cli[key] == py[key], (engine, key)
+    pure = api.point(Scenario("llama-3.1-8b", str(hw), alpha=0.7, batch=8, draft_cost=0.05, engine="roofline"))
+    mine = api.point(Scenario("llama-3.1-8b", str(hw), alpha=0.7, batch=8, draft_cost=0.05, engine=str(eng)))
+    assert mine["t_target_s"] == pytest.approx(pure["t_target_s"] + 2e-3, rel=1e-5)  # 2 ms a pass (memory-bound)
+    vllm = api.point(Scenario("llama-3.1-8b", str(hw), alpha=0.7, batch=8, draft_cost=0.05, engine="vllm"))
+    none = api.point(Scenario("llama-3.1-8b", str(hw), alpha=0.7, batch=8, draft_cost=0.05, engine=None))
+    assert none == vllm
+
+
+TREE = ["point", "--target", "qwen3-8b", "--drafter", "eagle", "--draft", "eagle3-qwen3-8b", "--hardware",
+        "h100-sxm", "--k", "3", "--tree-topk", "2", "--tree-tokens", "6", "--batch", "1"]
+
+
+def test_a_tree_tau_is_used_as_given_or_refused(capsys, tmp_path):
+    """Topk 2, 6 tokens, depth 3 keeps 2, 2, 1 candidates: m = 2, 1, 1/2, so at alpha = 1 the estimate
+    reaches tau = 1 + 1 + 1 + 1/2 = 3.5. A measured 3.5 is used as given; 3.7 was clipped to 3.5 by the
+    bisection (alpha = 1) and is now refused with the ceiling, and a CSV row of it is unsupported."""
+    code, out, _ = run(capsys, TREE + ["--accepted-length", "3.5", "--json"])
+    assert code == 0 and json.loads(out)["tokens_per_step"] == pytest.approx(3.5, rel=1e-5)
+    code, out, _ = run(capsys, TREE + ["--accepted-length", "2.9", "--json"])
+    assert code == 0 and json.loads(out)["tokens_per_step"] == pytest.approx(2.9, rel=1e-5)
+    one_line_error(capsys, TREE + ["--accepted-length", "3.7"], "accepted_length=3.7; expected 1 <= tau <= 3.5")
+    from specjax.inputs import measured
+
+    head = ("series,target,drafter,draft,hardware,tp,batch,k,acceptance_rate,accepted_length,context,weight_dtype,"
+            "measured_speedup,metric,approximate,source_url,tree_topk,tree_tokens\n")
+    row = "A,qwen3-8b,eagle,eagle3-qwen3-8b,h100-sxm,1,1,3,,{tau},180,bf16,1.6,throughput,no,u,2,6\n"
+    p = tmp_path / "m.csv"
+    p.write_text(head + row.format(tau=3.4) + row.format(tau=3.7))
+    rows = measured.load(p)
+    assert rows[0].unsupported is None
+    assert "column accepted_length: 3.7; expected 1 <= tau <= 3.5" in rows[1].unsupported
