@@ -85,8 +85,8 @@ class _Scenario:
     `accepted_length`, `acceptance_vector` and `position_rates` is given. `engine` names an engine
     profile (`engines.load`: a preset slug, `roofline` for the pure model, or a TOML path); the default,
     and what None means, is the CLI's and the sweep specs' (`engines.DEFAULT`): the engine terms of every
-    scenario come from its engine profile (a hardware file cannot carry them). `source` names the file the values came from
-    (for messages). `Scenario.build()` loads the presets and returns the kernel pytrees."""
+    scenario come from its engine profile (a hardware file cannot carry them). `source` names the file the
+    values came from (for messages). `Scenario.build()` loads the presets and returns the kernel pytrees."""
 
     def __post_init__(self):
         src = self.source
