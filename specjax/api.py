@@ -20,6 +20,7 @@ from .search import sensitivity as _sensitivity
 from .search import serving as _serving
 from .cost.speculative import step
 from .cost.status import Closed, Curve, Point, Serving
+from .outputs.finite import finite  # the one non-finite policy of every writer (NaN, inf -> None)
 
 
 def finite_or_none(x):
@@ -69,17 +70,6 @@ def inputs(scenario):
         limits = scenario.scheduler_limits()
         out.update({n: v for n, (v, _) in limits.items()}, scheduler_source={n: w for n, (_, w) in limits.items()})
     return finite(out)
-
-
-def finite(obj):
-    """`obj` with every NaN or infinite float replaced by None (JSON has neither), recursively."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [finite(v) for v in obj]
-    return obj
 
 
 def point(scenario, dtype=None):

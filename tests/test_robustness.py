@@ -94,3 +94,53 @@ def test_a_tree_tau_is_used_as_given_or_refused(capsys, tmp_path):
     rows = measured.load(p)
     assert rows[0].unsupported is None
     assert "column accepted_length: 3.7; expected 1 <= tau <= 3.5" in rows[1].unsupported
+
+
+# --- 2. one non-finite policy for every writer -------------------------------------------------------------
+
+def test_every_writer_writes_non_finite_numbers_as_null(tmp_path, capsys):
+    """Parquet, CSV, written JSON and printed JSON share `outputs.finite`: NaN and +-inf become null (an empty
+    CSV cell), in nested values too; nothing else changes."""
+    import math
+
+    import numpy as np
+    import polars as pl
+
+    from specjax.cli.app import print_json
+    from specjax.outputs import io
+
+    df = pl.DataFrame({"x": np.array([1.5, np.inf, -np.inf, np.nan], np.float32), "n": [1, 2, 3, 4],
+                       "status": ["ok", "sd_saturated", "sd_saturated", "invalid_input"]})
+    io.write_parquet_atomic(df, tmp_path / "a.parquet", {})
+    back = pl.read_parquet(tmp_path / "a.parquet")
+    assert back["x"].to_list() == [1.5, None, None, None] and back["n"].to_list() == [1, 2, 3, 4]
+    io.write_csv_atomic(df, tmp_path / "a.csv")
+    assert (tmp_path / "a.csv").read_text().splitlines()[1:3] == ["1.5,1,ok", ",2,sd_saturated"]
+    obj = {"a": math.inf, "b": [float("nan"), 2.0], "c": {"d": np.float32(np.inf), "e": np.float64(0.25)}}
+    io.write_json_atomic(tmp_path / "a.json", obj)
+    text = (tmp_path / "a.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text) == {"a": None, "b": [None, 2.0], "c": {"d": None, "e": 0.25}}
+    print_json(obj)
+    assert json.loads(capsys.readouterr().out) == {"a": None, "b": [None, 2], "c": {"d": None, "e": 0.25}}
+
+
+def test_a_serve_sweep_writes_null_ttft_with_the_status_that_says_why(tmp_path, capsys):
+    """At 30 and 100 requests/s neither side of Llama-3-70B on 4 x H100 keeps up (both cap at 256
+    sequences): TTFT and E2E grow without bound. They were +inf in Parquet; now null, status
+    `both_saturated`; the sustainable 1 request/s row keeps its numbers."""
+    import polars as pl
+
+    spec = tmp_path / "s.toml"
+    spec.write_text('name = "s"\nengine = "vllm"\nhardware = ["h100-sxm"]\n[[pairs]]\ntarget = "llama-3-70b"\n'
+                    'drafter = "model"\ndraft = "qwama-0.5b"\ntp = 4\ndraft_tp = 1\nlabel = "p"\n[fixed]\n'
+                    "input_len = 220\noutput_len = 200\nmax_num_seqs = 256\nalpha = 0.6\nk = 3\n[axes]\n"
+                    'qps = [1.0, 30.0, 100.0]\n[reduce]\nkind = "serve"\n')
+    code, _, err = run(capsys, ["sweep", str(spec), "--out", str(tmp_path / "out")])
+    assert code == 0, err
+    df = pl.read_parquet(tmp_path / "out" / "**" / "*.parquet").sort("qps_req_s")
+    floats = [c for c, t in df.schema.items() if t in (pl.Float32, pl.Float64)]
+    assert not df.select(pl.any_horizontal(pl.col(floats).is_infinite() | pl.col(floats).is_nan())).to_series().any()
+    assert df["status"].cast(str).to_list() == ["ok", "both_saturated", "both_saturated"]
+    assert df["ttft_sd_s"].null_count() == 2 and df["e2e_base_s"].null_count() == 2
+    assert 0 < df["ttft_sd_s"][0] < 1 and df["tpot_sd_s"].null_count() == 0

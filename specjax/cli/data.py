@@ -24,7 +24,7 @@ def _writetable(df, path):
         raise SpecError(f"out={path!r}; expected a .csv or .parquet file name")
     io.make_parent(p)
     if p.suffix == ".csv":
-        io.write_bytes_atomic(p, df.write_csv().encode())
+        io.write_csv_atomic(df, p)
     else:
         io.write_parquet_atomic(df, p, {"specjax_versions": json.dumps(io.versions())})
 
