@@ -238,7 +238,8 @@ def serve(scenario, qps=None, tpot_slo=None, ttft_slo=None, sensitivity=False, d
                                                      inf if ttft_slo is None else np.asarray(ttft_slo, f), relative,
                                                      bool(sensitivity))
     rows = []
-    for i in range(rates.shape[0]):
+    fits = float(curve.qps_top) > 0  # relative rates of a capacity of 0 would all be 0: no table, the status says
+    for i in range(rates.shape[0] if fits or not relative else 0):
         st = Serving(int(per.status[i]))
         row = {"qps": finite_or_none(per.qps[i]),
                **{k: finite_or_none(v[i]) for k, v in _serving.side_columns(per).items()}}

@@ -144,3 +144,72 @@ def test_a_serve_sweep_writes_null_ttft_with_the_status_that_says_why(tmp_path, 
     assert df["status"].cast(str).to_list() == ["ok", "both_saturated", "both_saturated"]
     assert df["ttft_sd_s"].null_count() == 2 and df["e2e_base_s"].null_count() == 2
     assert 0 < df["ttft_sd_s"][0] < 1 and df["tpot_sd_s"].null_count() == 0
+
+
+# --- 3. serving paths where one prompt does not fit ---------------------------------------------------------
+
+LONG = ["--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "eagle", "--draft", "eagle3-llama-3.1-8b",
+        "--alpha", "0.7", "--k", "3", "--input-len", "1000000", "--output-len", "128"]
+
+
+def test_serve_says_does_not_fit_when_one_prompt_does_not(capsys):
+    """A 1M-token prompt's KV cache (128 KiB a token in bf16: 131 GB) does not fit an 80 GB H100 beside
+    Llama-3.1-8B: `serve` crashed formatting a None ratio and called the curve `never_helps`. Now: exit 0,
+    curve status `sd_does_not_fit`, per-rate status `model_does_not_fit` (and no default rates, which would all
+    be 0 req/s: `test_plot_serving_marks_a_scenario_that_does_not_fit`)."""
+    code, out, err = run(capsys, ["serve", *LONG, "--qps", "1", "--json"])
+    r = json.loads(out)
+    assert code == 0 and r["curve_status"] == "sd_does_not_fit" and r["max_qps_sd"] == 0, err
+    assert [p["status"] for p in r["points"]] == ["model_does_not_fit"] and r["points"][0]["tpot_sd_s"] is None
+    code, out, err = run(capsys, ["serve", *LONG, "--qps", "1"])
+    assert code == 0 and "Traceback" not in err and "never" not in out
+    assert "does not fit: one request" in out and "(status sd_does_not_fit; TPOT ratio - as the rate -> 0)" in out
+    assert out.splitlines()[1].split()[-1] == "model_does_not_fit"
+
+
+def test_a_curve_that_does_not_fit_says_so():
+    """The rate and concurrency curves share `crossover.unless_unfit`: a speculative batch cap below one
+    sequence is `sd_does_not_fit`, NaN `invalid_input`, otherwise the curve's own status stands."""
+    import jax.numpy as jnp
+
+    from specjax.cost.status import Curve
+    from specjax.search.crossover import unless_unfit
+
+    got = unless_unfit(jnp.asarray([2, 2, 0, 1], jnp.int8), jnp.asarray([0.0, jnp.nan, 1.0, 300.0]))
+    assert [Curve(int(c)).label for c in got] == ["sd_does_not_fit", "invalid_input", "stops_paying",
+                                                  "helps_throughout"]
+
+
+def test_plot_serving_marks_a_scenario_that_does_not_fit():
+    """`plot serving` crashed on a scenario without rows; now it is a mark with its status, and a figure of
+    nothing is refused in one line."""
+    from specjax.errors import SpecError
+    from specjax.outputs import curves
+
+    fits = Scenario("llama-3.1-8b", "h100-sxm", drafter="ratio", draft_cost=0.05, alpha=0.7, k=3, input_len=1000,
+                    output_len=128)
+    long = Scenario("llama-3.1-8b", "h100-sxm", drafter="ratio", draft_cost=0.05, alpha=0.7, k=3,
+                    input_len=1_000_000, output_len=128)
+    df, marks = curves.serving_grid({"fits": fits, "long": long}, points=5)
+    assert set(df["label"]) == {"fits"} and df.height == 5
+    assert marks["long"]["curve_status"] == "sd_does_not_fit" and marks["fits"]["curve_status"] != "sd_does_not_fit"
+    with pytest.raises(SpecError, match="nothing to plot: long: does not fit: one request"):
+        curves.serving_grid({"long": long}, points=5)
+
+
+def test_a_rate_row_that_does_not_fit_is_skipped_not_scored(tmp_path, capsys):
+    """Line 4's 1M-token prompt does not fit: it was scored with a null prediction, which nulled the file's
+    median APE. It is now unsupported with its status; the other two rows score as before."""
+    head = ("series,target,drafter,draft,hardware,tp,k,acceptance_rate,accepted_length,weight_dtype,metric,"
+            "approximate,source_url,engine,qps,input_len,output_len,measured_ratio\n")
+    row = "{s},llama-3.1-8b,eagle,eagle3-llama-3.1-8b,h100-sxm,1,3,0.7,,bf16,tpot,no,u,vllm,{q},{n},128,{m}\n"
+    p = tmp_path / "q.csv"
+    p.write_text(head + row.format(s="A", q=1, n=1000, m=1.5) + row.format(s="A", q=2, n=1000, m=1.4)
+                 + row.format(s="B", q=1, n=1_000_000, m=1.5))
+    code, out, _ = run(capsys, ["validate", str(p), "--json"])
+    r = json.loads(out)
+    assert code == 0 and r["rows_scored"] == 2 and r["rows_unsupported"] == 1
+    assert r["unsupported_reasons"] == ["not predicted: status model_does_not_fit (the model does not fit with one "
+                                        "sequence: its weights, or them and one request's KV)"]
+    assert r["median_ape"] == pytest.approx(r["groups"]["source"]["u"]["median_ape"]) and 0 < r["median_ape"] < 1
+    assert r["level"]["rows_scored"] == 1 and r["shape"]["rows_scored"] == 1
