@@ -213,3 +213,45 @@ def test_a_rate_row_that_does_not_fit_is_skipped_not_scored(tmp_path, capsys):
                                         "sequence: its weights, or them and one request's KV)"]
     assert r["median_ape"] == pytest.approx(r["groups"]["source"]["u"]["median_ape"]) and 0 < r["median_ape"] < 1
     assert r["level"]["rows_scored"] == 1 and r["shape"]["rows_scored"] == 1
+
+
+# --- 6. the first hour ---------------------------------------------------------------------------------------
+
+def test_calibration_on_two_rows_identifies_nothing_and_is_refused(tmp_path):
+    """Two speedups cannot bound the errors of 9 engine terms (no residual degrees of freedom): the fit had
+    called 7 of them identified (standard error 0, condition number inf) and written the profile. Now
+    every term without a bounded error is held, and a fit that identifies none is refused; nothing is
+    written."""
+    from specjax.engine import calibrate
+    from specjax.errors import SpecError
+    from specjax.inputs import measured
+
+    p = tmp_path / "c.csv"
+    p.write_text("series,target,drafter,draft,hardware,tp,batch,k,acceptance_rate,accepted_length,context,"
+                 "weight_dtype,measured_speedup,metric,approximate,source_url\n"
+                 "A,llama-3.1-8b,eagle,eagle3-llama-3.1-8b,h100-sxm,1,1,3,0.7,,1000,bf16,2.1,throughput,no,u\n"
+                 "A,llama-3.1-8b,eagle,eagle3-llama-3.1-8b,h100-sxm,1,32,3,0.7,,1000,bf16,1.6,throughput,no,u\n")
+    with pytest.raises(SpecError, match=r"the data identify none of the engine terms \(2 residuals from 2 training"):
+        calibrate.fit(measured.load(p), holdout_fraction=0.0, steps=50)
+    assert not calibrate.needed(1e-9, 1.0, n_res=2, n_fit=2)  # no degrees of freedom: nothing shown needed
+    assert calibrate.needed(0.01, 0.1, n_res=20, n_fit=2)  # (0.1 - 0.01) / 0.01 x 18 = 162 > 4
+
+
+def test_the_first_real_error_is_reported(capsys):
+    """A mistyped --hardware is named (with close matches) before the default drafter's missing cost; the
+    cost's message says which drafter needs it and what else to choose."""
+    base = ["point", "--target", "llama-3.1-8b", "--alpha", "0.7"]
+    one_line_error(capsys, base + ["--hardware", "h100"], "unknown hardware 'h100'; did you mean")
+    one_line_error(capsys, base + ["--hardware", "h100-sxm"],
+                   "drafter='ratio' (the default) needs draft_cost (--draft-cost, 0 <= c <= 10")
+    one_line_error(capsys, base + ["--hardware", "h100-sxm", "--draft-cost", "0.1", "--engine", "vlm"],
+                   "unknown engine 'vlm'; did you mean vllm")
+
+
+def test_point_defaults_to_batch_1(capsys):
+    code, out, _ = run(capsys, ["point", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--alpha", "0.7",
+                                "--draft-cost", "0.1", "--json"])
+    r = json.loads(out)
+    code1, out1, _ = run(capsys, ["point", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--alpha", "0.7",
+                                  "--draft-cost", "0.1", "--batch", "1", "--json"])
+    assert code == code1 == 0 and r["inputs"]["batch"] == 1 and r == json.loads(out1)

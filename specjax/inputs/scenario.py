@@ -19,7 +19,7 @@ from . import hardware as _hw
 from . import models as _models
 from ..cost.acceptance import (TREE_MAX_DEPTH, alpha_from_tokens, alpha_from_tree_tokens, conditional_rates,
                                max_tree_tau, max_tree_tokens)
-from ..errors import SpecError, field_error
+from ..errors import SpecError, field_error, path_exists, unknown_name
 from ..cost.memory import weights_per_gpu
 from ..cost.trees import Decode, Deployment, Load
 
@@ -98,6 +98,7 @@ class _Scenario:
                 raise field_error(row.name, value, row.help.split(": ", 1)[-1].rstrip("."), src)
             if value is not None:
                 object.__setattr__(self, row.name, row.check_value(value, src))
+        _names_known(self, src)  # a mistyped name is the first error, before any rule between inputs
         kind = drafters.get(self.drafter, src)
         for rule in (_one_acceptance, _position_rates_fall, _drafter_takes, _tree_shape, _load_lengths):
             rule(self, kind, src)
@@ -239,6 +240,35 @@ def _in(src):
     return f" in {src}" if src else ""
 
 
+def _names_known(sc, src):
+    """Every preset-or-file name resolves: a file path (or a name with the file's suffix, which its loader
+    then reads) or a preset slug; else the loader's one-line error with close matches ("did you mean")."""
+    for field, kind, slugs, suffix in (("target", "model", _model_slugs, ".json"), ("draft", "model", _model_slugs,
+                                                                                    ".json"),
+                                       ("hardware", "hardware", _hardware_slugs, ".toml"),
+                                       ("engine", "engine", _engine_slugs, ".toml")):
+        name = getattr(sc, field)
+        if name is None or str(name).endswith(suffix) or path_exists(str(name)):
+            continue
+        if str(name) not in slugs():
+            raise unknown_name(kind, name, slugs(), src)
+
+
+@functools.cache
+def _model_slugs():
+    return tuple(_models.preset_slugs())
+
+
+@functools.cache
+def _hardware_slugs():
+    return tuple(_hw.preset_slugs())
+
+
+@functools.cache
+def _engine_slugs():
+    return tuple(engines.preset_slugs())
+
+
 def _one_acceptance(sc, kind, src):
     """Exactly one way of giving acceptance; an accepted length at most k + 1."""
     given = [n for n in ACCEPTANCE if getattr(sc, n) is not None]
@@ -274,6 +304,12 @@ def _drafter_takes(sc, kind, src):
         raise SpecError(f"draft={sc.draft!r} is used only with drafter = {needing} (--drafter); "
                         f"drafter={sc.drafter!r} takes no draft" + _in(src))
     if kind.cost_ratio:
+        if sc.draft_cost is None:
+            runs = ", ".join(n for n, k in drafters.REGISTRY.items() if not k.cost_ratio)
+            default = " (the default)" if sc.drafter == catalogue.INPUTS["drafter"].default else ""
+            allowed = catalogue.INPUTS["draft_cost"].range_text()
+            raise SpecError(f"drafter={sc.drafter!r}{default} needs draft_cost (--draft-cost, {allowed}), or choose "
+                            f"another drafter (--drafter {runs})" + _in(src))
         catalogue.check("draft_cost", sc.draft_cost, src)
 
 
