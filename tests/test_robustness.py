@@ -255,3 +255,47 @@ def test_point_defaults_to_batch_1(capsys):
     code1, out1, _ = run(capsys, ["point", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--alpha", "0.7",
                                   "--draft-cost", "0.1", "--batch", "1", "--json"])
     assert code == code1 == 0 and r["inputs"]["batch"] == 1 and r == json.loads(out1)
+
+
+def _gemma2_9b(**kw):
+    """google/gemma-2-9b's config.json (no layer_types: transformers alternates sliding and global layers)."""
+    cfg = dict(architectures=["Gemma2ForCausalLM"], model_type="gemma2", hidden_size=3584, intermediate_size=14336,
+               num_hidden_layers=42, num_attention_heads=16, num_key_value_heads=8, head_dim=256,
+               vocab_size=256000, max_position_embeddings=8192, sliding_window=4096, torch_dtype="float32",
+               hidden_activation="gelu_pytorch_tanh")
+    cfg.update(kw)
+    return {k: v for k, v in cfg.items() if v is not None}
+
+
+def test_hugging_face_configs_are_read_right_or_refused_by_field(tmp_path, capsys):
+    """Gemma-2's 42 layers alternate a 4,096-token window and global attention (21 + 21, was 42 global);
+    float32 is fp32 (was bf16); a missing tie_word_embeddings is its class's default (Gemma: tied, Llama:
+    untied); an unknown dtype, a window without a known layer pattern, a context beyond
+    max_position_embeddings and an EAGLE head of another vocabulary are refused by field."""
+    from specjax.inputs import config, models
+
+    a = config.from_dict(_gemma2_9b())
+    assert (a.n_full_layers, a.n_window_layers, a.window) == (21, 21, 4096.0)
+    assert a.weight_dtype == "fp32" and a.tied is True and a.max_context == 8192
+    assert config.from_dict(_gemma2_9b(model_type="gemma3_text", num_hidden_layers=48)).n_full_layers == 8  # 5:1
+    llama = {k: v for k, v in json.loads((models.PRESET_DIR / "llama-3.1-8b.json").read_text()).items()
+             if k not in ("_specjax", "tie_word_embeddings")}
+    assert config.from_dict(llama).tied is False and config.from_dict({**llama, "model_type": "other"}).tied is True
+    assert config.from_dict({**llama, "torch_dtype": None, "dtype": "float16"}).weight_dtype == "fp16"
+    for bad, field in ((dict(torch_dtype="float8"), "torch_dtype='float8'"),
+                       (dict(model_type="starcoder2", sliding_window=4096), "sliding_window=4096")):
+        with pytest.raises(Exception, match=field):
+            config.from_dict({**llama, **bad})
+    p = tmp_path / "gemma.json"
+    p.write_text(json.dumps(_gemma2_9b()))
+    base = ["point", "--target", str(p), "--hardware", "h100-sxm", "--drafter", "ngram", "--alpha", "0.5"]
+    code, out, _ = run(capsys, base + ["--context", "8000", "--json"])
+    assert code == 0 and json.loads(out)["inputs"]["weight_dtype"] == "fp32"
+    one_line_error(capsys, base + ["--context", "9000"], "context=9000.0")
+    one_line_error(capsys, base + ["--context", "9000"], "context <= 8192 tokens, the max_position_embeddings of")
+    head = tmp_path / "head.json"
+    cfg = json.loads((models.PRESET_DIR / "eagle3-llama-3.1-8b.json").read_text())
+    head.write_text(json.dumps({**cfg, "vocab_size": 151936}))
+    one_line_error(capsys, ["point", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "eagle",
+                            "--draft", str(head), "--alpha", "0.7"],
+                   "an EAGLE head with vocab_size 128256 like the target llama-3.1-8b (this one has 151936")

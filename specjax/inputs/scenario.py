@@ -198,6 +198,8 @@ class _Scenario:
                 kind.check_pair(arch, draft_arch)
         if kind.check:
             kind.check(arch)
+        for a, name in ((arch, self.target), (draft_arch if self.drafter == "model" else None, self.draft)):
+            _fits_context(self, a, name)
         return profile, arch, draft_arch
 
     def _build(self, dtype):
@@ -238,6 +240,19 @@ Scenario = define()
 
 def _in(src):
     return f" in {src}" if src else ""
+
+
+def _fits_context(sc, arch, name):
+    """The sequence (the context, or a request's prompt and output) fits the model's positions
+    (`Architecture.max_context`: max_position_embeddings, RoPE-scaled), where the config gives them."""
+    if arch is None or not arch.max_context:
+        return
+    field, n = ("input_len", sc.input_len + sc.output_len) if sc.has_load else ("context", sc.context)
+    if n > arch.max_context:
+        what = "input_len + output_len" if sc.has_load else "context"
+        raise field_error(field, getattr(sc, field), f"{what} <= {arch.max_context} tokens, the "
+                          f"max_position_embeddings of {name} (a longer sequence than the model takes; add its "
+                          "rope_scaling to the config if it is served with one)", sc.source)
 
 
 def _names_known(sc, src):
