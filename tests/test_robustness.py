@@ -299,3 +299,21 @@ def test_hugging_face_configs_are_read_right_or_refused_by_field(tmp_path, capsy
     one_line_error(capsys, ["point", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "eagle",
                             "--draft", str(head), "--alpha", "0.7"],
                    "an EAGLE head with vocab_size 128256 like the target llama-3.1-8b (this one has 151936")
+
+
+def test_the_report_names_the_dtypes_the_sweep_ran_with(tmp_path):
+    """A sweep with weight_dtype fp8 and compute dtype fp8 was reported as bf16 weights and bf16 peaks (the
+    config's dtype and a fixed bf16 column); the tables now show what the sweep ran with."""
+    from specjax.engine import sweep
+    from specjax.inputs import spec
+    from specjax.outputs import report
+
+    text = ('name = "f"\nengine = "roofline"\ncompute_dtype = "fp8"\nhardware = ["h100-sxm"]\n[[pairs]]\n'
+            'target = "llama-3.1-8b"\ndrafter = "ratio"\ndraft_cost = 0.1\nweight_dtype = "fp8"\n'
+            '[fixed]\nk = 3\nkv_dtype = "fp8"\n[axes]\nbatch = [1, 16]\nalpha = [0.7]\n')
+    sp = spec.from_text(text, "f.toml")
+    sweep.run(sp, tmp_path / "data")
+    report.write(sp, tmp_path / "data", tmp_path / "r")
+    page = (tmp_path / "r" / "index.html").read_text()
+    assert "fp8/fp8" in page and "bf16/bf16" not in page and "bf16_tflops" not in page
+    assert "peak_tflops" in page and "1979" in page  # H100 SXM's dense FP8 peak, TFLOP/s
