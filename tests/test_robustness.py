@@ -317,3 +317,20 @@ def test_the_report_names_the_dtypes_the_sweep_ran_with(tmp_path):
     page = (tmp_path / "r" / "index.html").read_text()
     assert "fp8/fp8" in page and "bf16/bf16" not in page and "bf16_tflops" not in page
     assert "peak_tflops" in page and "1979" in page  # H100 SXM's dense FP8 peak, TFLOP/s
+
+
+def test_a_sweep_summary_says_its_crossing_is_a_grid_point():
+    """The seed sweep's summary printed 222.9 and 1978 (grid points) beside README's bisected 222.4 and
+    1974 without a word; the column is now `first_grid_batch_below_1` and the note says why they differ."""
+    import polars as pl
+
+    from specjax.cli.sweep import print_summary
+    from specjax.outputs import summary
+
+    import contextlib
+    import io as _io
+
+    buf = _io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        print_summary(pl.DataFrame({"hardware": ["h200"], "pair": ["p"], summary.GRID_BELOW_1: [222.9]}))
+    assert "first_grid_batch_below_1 222.9" in buf.getvalue() and "`specjax crossover` bisects it" in buf.getvalue()
