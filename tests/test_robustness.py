@@ -148,13 +148,14 @@ def test_a_serve_sweep_writes_null_ttft_with_the_status_that_says_why(tmp_path, 
 
 # --- 3. serving paths where one prompt does not fit ---------------------------------------------------------
 
-LONG = ["--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "eagle", "--draft", "eagle3-llama-3.1-8b",
-        "--alpha", "0.7", "--k", "3", "--input-len", "1000000", "--output-len", "128"]
+LONG = ["--target", "llama-3.1-8b", "--hardware", "rtx-3090", "--drafter", "eagle", "--draft", "eagle3-llama-3.1-8b",
+        "--alpha", "0.7", "--k", "3", "--input-len", "120000", "--output-len", "128"]
 
 
 def test_serve_says_does_not_fit_when_one_prompt_does_not(capsys):
-    """A 1M-token prompt's KV cache (128 KiB a token in bf16: 131 GB) does not fit an 80 GB H100 beside
-    Llama-3.1-8B: `serve` crashed formatting a None ratio and called the curve `never_helps`. Now: exit 0,
+    """A 120k-token prompt's KV cache (128 KiB a token in bf16: 15.7 GB) does not fit a 24 GB RTX 3090 beside
+    Llama-3.1-8B's 16 GB of weights: `serve` crashed formatting a None ratio and called the curve
+    `never_helps`. Now: exit 0,
     curve status `sd_does_not_fit`, per-rate status `model_does_not_fit` (and no default rates, which would all
     be 0 req/s: `test_plot_serving_marks_a_scenario_that_does_not_fit`)."""
     code, out, err = run(capsys, ["serve", *LONG, "--qps", "1", "--json"])
@@ -188,8 +189,8 @@ def test_plot_serving_marks_a_scenario_that_does_not_fit():
 
     fits = Scenario("llama-3.1-8b", "h100-sxm", drafter="ratio", draft_cost=0.05, alpha=0.7, k=3, input_len=1000,
                     output_len=128)
-    long = Scenario("llama-3.1-8b", "h100-sxm", drafter="ratio", draft_cost=0.05, alpha=0.7, k=3,
-                    input_len=1_000_000, output_len=128)
+    long = Scenario("llama-3.1-8b", "rtx-3090", drafter="ratio", draft_cost=0.05, alpha=0.7, k=3,
+                    input_len=120_000, output_len=128)
     df, marks = curves.serving_grid({"fits": fits, "long": long}, points=5)
     assert set(df["label"]) == {"fits"} and df.height == 5
     assert marks["long"]["curve_status"] == "sd_does_not_fit" and marks["fits"]["curve_status"] != "sd_does_not_fit"
@@ -198,14 +199,16 @@ def test_plot_serving_marks_a_scenario_that_does_not_fit():
 
 
 def test_a_rate_row_that_does_not_fit_is_skipped_not_scored(tmp_path, capsys):
-    """Line 4's 1M-token prompt does not fit: it was scored with a null prediction, which nulled the file's
-    median APE. It is now unsupported with its status; the other two rows score as before."""
+    """Line 4's 120k-token prompt does not fit a 24 GB GPU beside the weights: it was scored with a null
+    prediction, which nulled the file's median APE. It is now unsupported with its status; the other two
+    rows score as before."""
     head = ("series,target,drafter,draft,hardware,tp,k,acceptance_rate,accepted_length,weight_dtype,metric,"
             "approximate,source_url,engine,qps,input_len,output_len,measured_ratio\n")
-    row = "{s},llama-3.1-8b,eagle,eagle3-llama-3.1-8b,h100-sxm,1,3,0.7,,bf16,tpot,no,u,vllm,{q},{n},128,{m}\n"
+    row = "{s},llama-3.1-8b,eagle,eagle3-llama-3.1-8b,{h},1,3,0.7,,bf16,tpot,no,u,vllm,{q},{n},128,{m}\n"
     p = tmp_path / "q.csv"
-    p.write_text(head + row.format(s="A", q=1, n=1000, m=1.5) + row.format(s="A", q=2, n=1000, m=1.4)
-                 + row.format(s="B", q=1, n=1_000_000, m=1.5))
+    p.write_text(head + row.format(s="A", h="h100-sxm", q=1, n=1000, m=1.5)
+                 + row.format(s="A", h="h100-sxm", q=2, n=1000, m=1.4)
+                 + row.format(s="B", h="rtx-3090", q=1, n=120_000, m=1.5))
     code, out, _ = run(capsys, ["validate", str(p), "--json"])
     r = json.loads(out)
     assert code == 0 and r["rows_scored"] == 2 and r["rows_unsupported"] == 1
