@@ -20,6 +20,7 @@ from .search import sensitivity as _sensitivity
 from .search import serving as _serving
 from .cost.speculative import step
 from .cost.status import Closed, Curve, Point, Serving
+from .outputs.finite import finite  # the one non-finite policy of every writer (NaN, inf -> None)
 
 
 def finite_or_none(x):
@@ -69,17 +70,6 @@ def inputs(scenario):
         limits = scenario.scheduler_limits()
         out.update({n: v for n, (v, _) in limits.items()}, scheduler_source={n: w for n, (_, w) in limits.items()})
     return finite(out)
-
-
-def finite(obj):
-    """`obj` with every NaN or infinite float replaced by None (JSON has neither), recursively."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [finite(v) for v in obj]
-    return obj
 
 
 def point(scenario, dtype=None):
@@ -248,7 +238,8 @@ def serve(scenario, qps=None, tpot_slo=None, ttft_slo=None, sensitivity=False, d
                                                      inf if ttft_slo is None else np.asarray(ttft_slo, f), relative,
                                                      bool(sensitivity))
     rows = []
-    for i in range(rates.shape[0]):
+    fits = float(curve.qps_top) > 0  # relative rates of a capacity of 0 would all be 0: no table, the status says
+    for i in range(rates.shape[0] if fits or not relative else 0):
         st = Serving(int(per.status[i]))
         row = {"qps": finite_or_none(per.qps[i]),
                **{k: finite_or_none(v[i]) for k, v in _serving.side_columns(per).items()}}

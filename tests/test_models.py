@@ -124,10 +124,10 @@ def test_user_config_path_equals_preset(tmp_path):
 def test_user_hardware_toml(tmp_path):
     p = tmp_path / "mygpu.toml"
     p.write_text('name = "x"\nhbm_bytes_per_s = 2e12\nhbm_bytes = 8e10\nlink_bytes_per_s = 4e11\n'
-                 'link_latency_s = 1e-6\nflops_efficiency = 0.8\n[flops_per_s]\nbf16 = 5e14\n')
+                 'link_latency_s = 1e-6\n[flops_per_s]\nbf16 = 5e14\n')
     hw = hardware.load(str(p)).resolve("bf16", jnp.float64)
-    assert float(hw.flops_per_s) == 5e14 and float(hw.flops_efficiency) == pytest.approx(0.8)
-    assert float(hw.critical_intensity) == pytest.approx(0.8 * 5e14 / 2e12)
+    assert float(hw.flops_per_s) == 5e14 and float(hw.flops_efficiency) == 1.0
+    assert float(hw.critical_intensity) == pytest.approx(5e14 / 2e12)
 
 
 @pytest.mark.parametrize("text,msg", [

@@ -24,7 +24,7 @@ def _writetable(df, path):
         raise SpecError(f"out={path!r}; expected a .csv or .parquet file name")
     io.make_parent(p)
     if p.suffix == ".csv":
-        io.write_bytes_atomic(p, df.write_csv().encode())
+        io.write_csv_atomic(df, p)
     else:
         io.write_parquet_atomic(df, p, {"specjax_versions": json.dumps(io.versions())})
 
@@ -191,6 +191,7 @@ def calibrate(csv: Csvs,
                  **{f"{k}_p90_ape": v["p90_ape"] for k, v in report.items()})
     io.write_bytes_atomic(pathlib.Path(out), _cal.profile_toml(cal, stats).encode())
     result = dict(profile=out, values=cal.values, identified=list(cal.identified), held=list(cal.held),
+                  not_identified=list(cal.not_identified),
                   std_errors=cal.std_errors, condition=cal.condition, final_loss=float(cal.loss_history[-1]),
                   initial_loss=float(cal.loss_history[0]),
                   **{k: {m: v[m] for m in ("rows_scored", "median_ape", "p90_ape", "side_accuracy")}
@@ -203,7 +204,8 @@ def calibrate(csv: Csvs,
     print(f"{'parameter':<18} {'value':>12} {'std error':>11}  status")
     for k_ in cal.values:
         se = cal.std_errors.get(k_)
-        status = "identified" if k_ in cal.identified else "held"
+        status = "identified" if k_ in cal.identified else "fitted, not identified" if k_ in cal.not_identified \
+            else "held"
         print(f"{k_:<18} {cal.values[k_]:>12.5g} {('-' if se is None else f'{se:.3g}'):>11}  {status}")
     print(f"Hessian condition number {cal.condition:.3g}")
     print(f"\n{'split':<20} {'median APE':>11} {'p90 APE':>9} {'side acc.':>10}")

@@ -14,9 +14,11 @@ from .app import (BatchMax, Json, MethodChoice, app, emit, model_command, print_
 
 @model_command
 def point(model,
-          batch: Annotated[list[float], typer.Option(help="Decode batch (sequences); repeat for a table of points.")],
+          batch: Annotated[Optional[list[float]], typer.Option(
+              help="Decode batch (sequences); repeat for a table of points. Default: 1 (one sequence).")] = None,
           as_json: Json = False):
     """Speedup, step times, throughputs and memory at one operating point (or one per --batch)."""
+    batch = batch or [catalogue.INPUTS["batch"].default]  # the catalogue's (and `Scenario`'s) default batch
     for b in batch:
         catalogue.check("batch", b)
     scenarios = [scenario(batch=b, **model) for b in batch]

@@ -133,6 +133,13 @@ def alpha_from_tree_tokens(tau, topk, tokens, depth, iters=64):
                   jnp.zeros_like(tau), jnp.ones_like(tau), iters)
 
 
+def max_tree_tau(topk, tokens, depth):
+    """The longest accepted length the tree estimate gives a tree of this shape: its tau at alpha = 1.
+    Below k + 1 where a depth keeps fewer candidates than the nodes above it (m_d < 1): a measured tau
+    above it has no alpha that reproduces it, so it is refused, never clipped to it."""
+    return tokens_per_tree_step(lambda d: 1.0, topk, tokens, depth)
+
+
 def max_tree_tokens(topk, depth):
     """Largest `tree_tokens` a tree of branching topk and this depth can verify: 1 + sum_d topk^d (depth
     + 1 for a chain). Host numbers or traced arrays alike: products of whole numbers, exact (no pow),

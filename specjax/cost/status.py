@@ -104,6 +104,13 @@ class Curve(_Status):
                        "speculation pays at one client and at capacity, not in between (first concurrency where "
                        "it does not: {first_crossing_concurrency})")
     INVALID_INPUT = 5, "the combination of inputs is not physical"
+    SD_DOES_NOT_FIT = (6, "speculation cannot run: the drafter with the model and one sequence (its prompt's KV "
+                       "cache included) does not fit in memory",
+                       "speculation does not fit here: the model and the drafter with one sequence exceed memory",
+                       "does not fit: one request (the weights, the drafter and its prompt's KV cache) exceeds memory "
+                       "with speculation", "does not fit",
+                       "does not fit: one request (the weights, the drafter and its prompt's KV cache) exceeds memory "
+                       "with speculation")
 
 
 class Serving(_Status):
@@ -114,7 +121,7 @@ class Serving(_Status):
     BASE_SATURATED = 2, "only speculation sustains the rate"
     BOTH_SATURATED = 3, "neither side sustains the rate"
     SD_DOES_NOT_FIT = 4, "the drafter does not fit with one sequence"
-    MODEL_DOES_NOT_FIT = 5, "the weights alone do not fit"
+    MODEL_DOES_NOT_FIT = 5, "the model does not fit with one sequence: its weights, or them and one request's KV"
     INVALID_INPUT = 6, "the combination of inputs is not physical"
 
     def side(self, speculative):

@@ -7,7 +7,8 @@
   reported, never scored.
 - A row whose speedup exceeds its accepted length (impossible when verifying costs at least one decode
   pass) is `inconsistent`: flagged, not scored. A row the model cannot represent is `unsupported`:
-  skipped with its reason and counted, never aborting the file.
+  skipped with its reason and counted, never aborting the file; so is a row the model gives no finite
+  prediction (a request whose prompt does not fit: its status says so), which would null every metric.
 - Scored rows split into level rows (batch 1 with a given acceptance: the absolute speedup) and shape
   rows (everything else: how the speedup moves with batch, k and context).
 - Rows per request rate (docs/model.md §10: qps, input_len, output_len, measured_ratio = baseline /
@@ -459,6 +460,9 @@ def _evaluate_speedups(rows, engine, profiles, mode, dtype):
         elif source[i] == "none":
             role.append("unsupported"), note.append(f"no acceptance: {' and '.join(measured.NO_ALPHA)} ratios do "
                                                     "not identify it; give acceptance_rate or accepted_length")
+        elif not np.isfinite(s_pred[i]):  # e.g. a prompt whose KV cache does not fit: skipped, never scored
+            st = STATUS[r.load_kind].of(status[i])
+            role.append("unsupported"), note.append(f"not predicted: status {st.label} ({st.text()})")
         elif bad[i]:
             role.append("inconsistent"), note.append("measured speedup above the accepted length")
         elif anchor[i]:

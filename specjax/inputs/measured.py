@@ -38,7 +38,7 @@ from .cells import check_buildable
 from .cells import err as _err, known as _known, model_input as _input, number as _number
 from .dtypes import BYTES_PER_ELEMENT, canonical
 from ..errors import SpecError, read_text
-from .scenario import Scenario
+from .scenario import Scenario, tree_tau_error
 from ..cost.trees import Decode, Load
 
 # The columns of the model's inputs are the catalogue's (`catalogue.CSV`: column -> input row, with its range);
@@ -303,10 +303,23 @@ def load(path):
         raise SpecError(f"{p}: no data rows")
     model_slugs, hw_slugs = set(_models.preset_slugs()), set(_hw.preset_slugs())
     rows = [row_from_cells(p, i + 2, r, model_slugs, hw_slugs) for i, r in enumerate(df.iter_rows(named=True))]
-    rows = check_buildable(rows)
+    rows = _tree_tau_fits(check_buildable(rows))
     if all(r.unsupported for r in rows):
         raise SpecError(f"{p}: no row can be evaluated; line {rows[0].line}, {rows[0].unsupported}")
     return rows
+
+
+def _tree_tau_fits(rows):
+    """Mark a draft-tree row whose measured accepted length the tree estimate cannot reproduce unsupported
+    (`scenario.tree_tau_error`: above its tau at alpha = 1): used as given or not at all, never clipped."""
+    out = []
+    for r in rows:
+        if r.unsupported is None and r.tau is not None and r.tree_topk is not None:
+            msg = tree_tau_error(r.tau, r.tree_topk, r.tree_tokens, r.k)
+            if msg:
+                r = dataclasses.replace(r, unsupported=f"column accepted_length: {r.tau:g}; expected {msg}")
+        out.append(r)
+    return out
 
 
 def engine_profile(name, profiles=None):

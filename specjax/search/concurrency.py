@@ -203,7 +203,8 @@ def concurrency_curve(hw, deploy, target, draft, dec, n_grid=N_GRID, batched=Fal
                             ratio_e2e_one_client=jnp.where(ok, c.outputs.ratio_e2e[0], nan),
                             max_concurrency_base=n_cap[0], max_concurrency_sd=n_cap[1],
                             max_throughput_base_req_s=x_cap[0], max_throughput_sd_req_s=x_cap[1],
-                            status=jnp.where(ok, _crossover.curve_status(c), code(Curve.NEVER_HELPS)),
+                            status=_crossover.unless_unfit(jnp.where(ok, _crossover.curve_status(c),
+                                                                     code(Curve.NEVER_HELPS)), m.cap[..., 1]),
                             concurrency_top=top)
 
 

@@ -81,6 +81,14 @@ def curve_status(c):
                                                    code(Curve.HELPS_WITH_DIPS)))))
 
 
+def unless_unfit(status, cap_sd):
+    """A curve's status, or `Curve.SD_DOES_NOT_FIT` where speculation cannot hold one sequence (its batch cap
+    `cap_sd` < 1: a prompt whose KV cache does not fit beside the weights and the drafter), never a curve
+    status such as `never_helps` read off a curve that was never evaluated; NaN: `invalid_input`."""
+    return jnp.where(jnp.isnan(cap_sd), code(Curve.INVALID_INPUT),
+                     jnp.where(cap_sd >= 1.0, status, code(Curve.SD_DOES_NOT_FIT)))
+
+
 def find(hw, deploy, target, draft, dec, batch_max=65536.0, n_grid=N_GRID, n_bisect=None, max_dips=0):
     """Search S(B) on [1, batch_max]. `dec.batch` is ignored.
 

@@ -263,7 +263,8 @@ def rate_curve(hw, deploy, target, draft, dec, n_grid=N_GRID, batched=False):
     return RateCurve(switch_off_qps=jnp.where(ok, c.last_down * low, nan),
                      first_crossing_qps=jnp.where(ok, c.first_below * low, nan), max_qps_base=lam_b, max_qps_sd=lam_s,
                      speedup_tpot_low_qps=jnp.where(ok, c.outputs.speedup_tpot[0], nan),
-                     status=jnp.where(ok, _crossover.curve_status(c), code(Curve.NEVER_HELPS)),
+                     status=_crossover.unless_unfit(jnp.where(ok, _crossover.curve_status(c),
+                                                              code(Curve.NEVER_HELPS)), m.cap[..., 1]),
                      qps_low=low, qps_top=top)
 
 
