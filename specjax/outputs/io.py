@@ -69,9 +69,14 @@ def write_bytes_atomic(path, data):
 
 def write_parquet_atomic(df, path, meta):
     """Write a polars DataFrame as Parquet with string key-value metadata, atomically; NaN and infinities
-    are written as nulls (`outputs.finite`)."""
-    df = finite_frame(df)
-    _atomic(path, lambda tmp: df.write_parquet(tmp, compression="zstd", statistics=True, metadata=meta))
+    are written as nulls (`outputs.finite`). The file is serialised in memory and written as bytes, so a
+    full disk is the OS's `ENOSPC` ("No space left on device"), not polars' "parquet: File out of
+    specification: Invalid thrift: transport error" (a part is one chunk, a table one file of rows)."""
+    import io as _io
+
+    buf = _io.BytesIO()
+    finite_frame(df).write_parquet(buf, compression="zstd", statistics=True, metadata=meta)
+    write_bytes_atomic(path, buf.getvalue())
 
 
 def write_csv_atomic(df, path):
@@ -122,8 +127,14 @@ def locked(out, name=LOCK):
     else:
         raise SpecError(f"cannot take the lock {str(path)!r}")
     try:
-        os.write(fd, me.encode())
-        os.close(fd)
+        try:
+            os.write(fd, me.encode())
+        finally:
+            os.close(fd)
+    except OSError as e:  # a full disk before the sweep starts: the empty lock is removed, nothing was written
+        path.unlink(missing_ok=True)
+        raise SpecError(f"cannot write to output directory {str(out)!r}: {e.strerror or e}") from None
+    try:
         yield
     finally:
         path.unlink(missing_ok=True)
