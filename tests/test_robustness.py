@@ -395,6 +395,87 @@ def test_a_full_disk_before_the_sweep_lock_is_one_line(tmp_path, monkeypatch, ca
     assert list((tmp_path / "out").iterdir()) == []
 
 
+def _speedup_frame(alphas, ks, batches=(1.0, 8.0, 64.0, 512.0)):
+    import polars as pl
+
+    rows = [dict(alpha=a, k_tokens=float(k), batch_seqs=b, speedup=(1 + a * k) / (1 + b / 100) ** 0.5, status="ok")
+            for a in alphas for k in ks for b in batches]
+    return pl.DataFrame(rows)
+
+
+def test_a_speedup_figure_has_at_most_8_lines_a_panel_and_says_what_it_left_out(capsys):
+    """48 series (6 alphas x 8 k) were 48 lines and a 48-entry legend in one axes: now 6 panels by alpha of
+    8 lines; 160 series (20 alphas x 8 k) are 8 panels by k of 8 evenly spaced alphas (first and last kept),
+    the figure and the table (`shown`) saying which."""
+    from specjax.outputs import plots
+
+    alphas6, alphas20 = [0.5, 0.6, 0.7, 0.8, 0.85, 0.9], [round(0.3 + i * 0.65 / 19, 4) for i in range(20)]
+    df = _speedup_frame(alphas6, range(1, 9))
+    assert plots.facets(df, [], ["alpha", "k_tokens"]) == (["alpha"], {}, "")
+    fig, table = plots.speedup_figure(df)
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(axes) == 6 and all(len(ax.get_legend().get_texts()) == 8 for ax in axes)
+    assert table.height == 48 and table["shown"].all()
+    df = _speedup_frame(alphas20, range(1, 9))
+    panel, kept, note = plots.facets(df, [], ["alpha", "k_tokens"])
+    assert panel == ["k_tokens"] and len(kept["alpha"]) == 8 and kept["alpha"][0] == 0.3 and kept["alpha"][-1] == 0.95
+    assert note.startswith("alpha: 8 of 20 values shown (0.3, ")
+    fig, table = plots.speedup_figure(df)
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(axes) == 8 and max(len(ax.get_legend().get_texts()) for ax in axes) <= plots.MAX_LINES
+    assert table.height == 160 and table["shown"].sum() == 64 and note in fig.texts[-1].get_text()
+    assert table.filter(~table["shown"])["series"].str.starts_with("k=").all()  # named as the shown rows are
+
+
+# --- 5b. what a hostile first user found (RELIABILITY.md: the catalogue) -----------------------------------
+
+def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path, capsys):
+    """`validate rows.csv --out rows.csv` replaced the measurements with the predictions (exit 0): every
+    command with --out and input files (validate, calibrate, ingest) refuses an --out that is one of its
+    inputs, by file identity (a link to it too), and the input is untouched."""
+    import os
+    import shutil
+
+    root = pathlib.Path(__file__).parents[1]
+    rows = tmp_path / "rows.csv"
+    shutil.copy(root / "data" / "measured" / "public.csv", rows)
+    before = rows.read_bytes()
+    os.symlink(rows, tmp_path / "link.csv")
+    log = tmp_path / "vllm.csv"
+    shutil.copy(root / "tests" / "data" / "engines" / "vllm.log", log)
+    for args, out in ((["validate", str(rows)], rows), (["validate", str(rows)], tmp_path / "link.csv"),
+                      (["ingest", str(log)], log)):
+        one_line_error(capsys, [*args, "--out", str(out)], f"out={str(out)!r} is an input of this command")
+    toml = tmp_path / "rows.toml"
+    shutil.copy(rows, toml)
+    one_line_error(capsys, ["calibrate", str(toml), "--out", str(toml)], "is an input of this command")
+    assert rows.read_bytes() == before
+
+
+@pytest.mark.parametrize("args, text", [
+    (["point", *POINT[1:7], "--acceptance-vector", "0.9,abc"],
+     "acceptance_vector='0.9,abc'; expected comma-separated rates such as 0.8,0.6,0.5"),
+    (["sweep", "{spec}", "--out", "{file}"], "is a file, not a directory; a sweep writes a directory of results"),
+    (["validate", "{dup}"], "column 'series' given twice (columns 1 and 19); expected each once"),
+    (["sweep", "{spec}", "--out", "{d}/o", "--coordinator", "localhost:1234"],
+     "coordinator='localhost:1234' is for a multi-process run; give --num-processes N (> 1)"),
+    (["sweep", "{spec}", "--out", "{d}/o", "--resume", "--overwrite"], "--resume and --overwrite contradict"),
+    (["report", "{spec}", "--out", "{d}/r", "--resume", "--overwrite"], "--resume and --overwrite contradict"),
+])
+def test_hostile_first_user_cases(args, text, tmp_path, capsys):
+    """A rate list with a word in it named no option ("Invalid value: ..."); a sweep --out that is a file said
+    only "File exists"; a CSV naming a column twice was "unknown column 'series_duplicated_0'"; --coordinator
+    without --num-processes was ignored (exit 0); --resume with --overwrite dropped --resume silently."""
+    root = pathlib.Path(__file__).parents[1]
+    (tmp_path / "f.csv").write_text("x\n")
+    head, row = (root / "data" / "measured" / "public.csv").read_text().splitlines()[:2]
+    (tmp_path / "dup.csv").write_text(f"{head},series\n{row},again\n")
+    names = {"{spec}": str(root / "tests" / "data" / "tiny.toml"), "{file}": str(tmp_path / "f.csv"),
+             "{dup}": str(tmp_path / "dup.csv")}
+    one_line_error(capsys, [names.get(a, a).replace("{d}", str(tmp_path)) for a in args], text)
+    assert not (tmp_path / "o").exists() and not (tmp_path / "r").exists()
+
+
 # --- 6. the first hour ---------------------------------------------------------------------------------------
 
 def test_calibration_on_two_rows_identifies_nothing_and_is_refused(tmp_path):

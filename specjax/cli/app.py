@@ -74,12 +74,12 @@ class _App(typer.Typer):
 app = _App(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, cls=_Group,
            help="Does speculative decoding pay for this target, drafter, hardware, batch and context?")
 
-def rate_list(text):
-    """'0.8,0.6,0.5' -> (0.8, 0.6, 0.5); a bad entry gets the one-line error of the option."""
+def rate_list(text, name="rates"):
+    """'0.8,0.6,0.5' -> (0.8, 0.6, 0.5); a bad entry is a one-line error naming the option."""
     try:
         return tuple(float(v) for v in str(text).replace(" ", "").split(",") if v != "")
     except ValueError:
-        raise typer.BadParameter(f"{text!r}; expected comma-separated rates such as 0.8,0.6,0.5") from None
+        raise SpecError(f"{name}={text!r}; expected comma-separated rates such as 0.8,0.6,0.5") from None
 
 
 PANELS = {"system": "What runs where", "point": "Operating point", "load": "Serving load"}
@@ -155,7 +155,7 @@ def scenario(ignore_memory=False, **kw):
     kw = {k: value(v) for k, v in kw.items()}
     for name, row in catalogue.SCENARIO.items():
         if row.kind == "rates" and isinstance(kw.get(name), str):
-            kw[name] = rate_list(kw[name])
+            kw[name] = rate_list(kw[name], name)
     sc = Scenario(**kw)
     if not ignore_memory:
         msg = sc.memory_error()

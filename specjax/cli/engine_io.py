@@ -39,8 +39,11 @@ def ingest(files: Files,
            as_json: Json = False):
     """Read engine metrics, logs, iteration stats or benchmark results into a CSV: acceptance per batch
     (tau, per-position rates) or measurement rows for `specjax validate` and `calibrate`."""
+    from ..outputs import io
+
     for f in files:
         _ingest.check_readable(f)
+    io.refuse_input(out, files)
     formats = {value(fmt)} if fmt else {_ingest.detect(f) for f in files}
     if len(formats) > 1:
         raise SpecError(f"files of several formats ({', '.join(sorted(formats))}); ingest one format at a time")

@@ -18,7 +18,7 @@ from importlib import metadata as _md
 
 import polars as pl
 
-from ..errors import SpecError
+from ..errors import SpecError, path_exists
 from .finite import finite_frame, json_text
 
 LOCK = ".specjax.lock"
@@ -138,6 +138,22 @@ def locked(out, name=LOCK):
         yield
     finally:
         path.unlink(missing_ok=True)
+
+
+def refuse_input(out, inputs, field="out"):
+    """A `SpecError` when `out` is one of a command's input files (`validate rows.csv --out rows.csv`
+    replaced the measurements with the predictions): checked before any work, by file identity (a
+    different spelling of the same file, a link, is the same file)."""
+    if not out or not path_exists(out):
+        return
+    for src in inputs:
+        try:
+            same = src is not None and os.path.samefile(out, src)
+        except (OSError, ValueError):
+            same = False
+        if same:
+            raise SpecError(f"{field}={str(out)!r} is an input of this command ({str(src)!r}); writing it would "
+                            "replace that input: pick another file")
 
 
 def make_parent(path, field="out"):
