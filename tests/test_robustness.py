@@ -461,19 +461,34 @@ def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path, capsys)
      "coordinator='localhost:1234' is for a multi-process run; give --num-processes N (> 1)"),
     (["sweep", "{spec}", "--out", "{d}/o", "--resume", "--overwrite"], "--resume and --overwrite contradict"),
     (["report", "{spec}", "--out", "{d}/r", "--resume", "--overwrite"], "--resume and --overwrite contradict"),
+    (["plot", "crossover-map", "--from", "{d}", "--x", "alpha", "--y", "alpha", "--out", "{d}/o"],
+     "x='alpha' and y='alpha': expected two different columns"),
+    (["ingest", "{log}", "--target", "llama-3.1-8b", "--tp", "2", "--out", "{d}/o.csv"],
+     "--target, --tp: for benchmark results only; vllm-log gives acceptance per batch"),
+    (["ingest", "{bench}", "{bench2}", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "ratio",
+      "--out", "{d}/o.csv"], "drafter='ratio'; expected one of model, eagle, mtp, self, ngram"),
+    (["advise", *POINT[1:9], "--draft-id", ""], "draft_id=''; expected the draft's model id"),
+    (["validate", "{comma}"], "column 19 of the header has no name (a trailing comma?)"),
 ])
 def test_hostile_first_user_cases(args, text, tmp_path, capsys):
     """A rate list with a word in it named no option ("Invalid value: ..."); a sweep --out that is a file said
     only "File exists"; a CSV naming a column twice was "unknown column 'series_duplicated_0'"; --coordinator
-    without --num-processes was ignored (exit 0); --resume with --overwrite dropped --resume silently."""
+    without --num-processes was ignored (exit 0); --resume with --overwrite dropped --resume silently; a
+    crossover map of one column against itself was a polars traceback; model flags given to ingest with an
+    acceptance format were ignored, and a benchmark ingested with --drafter ratio wrote rows validate then
+    refused; an empty --draft-id was replaced by the default id; a trailing comma in a CSV header was
+    "unknown column ''"."""
     root = pathlib.Path(__file__).parents[1]
     (tmp_path / "f.csv").write_text("x\n")
     head, row = (root / "data" / "measured" / "public.csv").read_text().splitlines()[:2]
     (tmp_path / "dup.csv").write_text(f"{head},series\n{row},again\n")
+    (tmp_path / "comma.csv").write_text(f"{head},\n{row},\n")
+    eng = root / "tests" / "data" / "engines"
     names = {"{spec}": str(root / "tests" / "data" / "tiny.toml"), "{file}": str(tmp_path / "f.csv"),
-             "{dup}": str(tmp_path / "dup.csv")}
+             "{dup}": str(tmp_path / "dup.csv"), "{comma}": str(tmp_path / "comma.csv"), "{log}": str(eng / "vllm.log"),
+             "{bench}": str(eng / "vllm_bench_base.json"), "{bench2}": str(eng / "vllm_bench_eagle3.json")}
     one_line_error(capsys, [names.get(a, a).replace("{d}", str(tmp_path)) for a in args], text)
-    assert not (tmp_path / "o").exists() and not (tmp_path / "r").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(("o", "r"))]
 
 
 # --- 6. the first hour ---------------------------------------------------------------------------------------

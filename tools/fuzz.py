@@ -156,7 +156,8 @@ def cases(rng, tmp):
             path = path.with_suffix(src.suffix)
             path.write_text(mutate_lines(rng, src.read_text()))
             extra = ["--format", rng.choice(list(_FORMATS))] if rng.random() < 0.3 else []
-            yield kind, ["ingest", str(path), *extra, *model, "--k", "3", "--out", str(tmp / "ingest.csv"), "--json"]
+            flags = [*model, "--k", "3"] if rng.random() < 0.5 else []  # model flags: for benchmark results only
+            yield kind, ["ingest", str(path), *extra, *flags, "--out", str(tmp / "ingest.csv"), "--json"]
         elif kind == "engine-toml":  # a damaged engine profile (efficiencies, overheads, GPU sections)
             path = path.with_suffix(".toml")
             path.write_text(mutate_toml(rng, rng.choice(profiles).read_text()))
@@ -165,8 +166,9 @@ def cases(rng, tmp):
         elif kind == "stream":  # engine output through a pipe (`ingest /dev/fd/N`, as `<(...)` or stdin give it)
             src = rng.choice(engines)
             extra = ["--format", rng.choice(list(_FORMATS))] if rng.random() < 0.3 else []
+            flags = [*model, "--k", "3"] if rng.random() < 0.5 else []
             yield kind, ("pipe", mutate_lines(rng, src.read_text()).encode(),
-                         ["ingest", "{pipe}", *extra, *model, "--k", "3", "--out", str(tmp / "ingest.csv"), "--json"])
+                         ["ingest", "{pipe}", *extra, *flags, "--out", str(tmp / "ingest.csv"), "--json"])
         elif kind == "advise":  # advise flags, some hostile
             flags = {"--emit": rng.choice(["vllm", "sglang", "trtllm", "tgi"]),
                      "--engine-version": rng.choice(["0.10.2", "1.3", "0.5.0", "99", "abc", "", "-1", "1.2.3.4.5"]),

@@ -278,6 +278,8 @@ def _crossover_map_figure(req):
 
     if not req.source:
         raise SpecError("plot crossover-map needs --from DIR (a sweep with reduce.kind = 'crossover')")
+    if req.x is not None and req.x == req.y:  # a map of one input against itself (polars raised DuplicateError)
+        raise SpecError(f"x={req.x!r} and y={req.y!r}: expected two different columns of the sweep")
     df = req.sweep("crossover_batch", "a sweep with reduce.kind = 'crossover'")
     for name, v in (("x", req.x), ("y", req.y)):
         if v not in df.columns:

@@ -281,6 +281,8 @@ def _no_duplicate_columns(text, p):
     header = next(_csv.reader([text.lstrip("\ufeff").split("\n", 1)[0].rstrip("\r")]), [])
     seen = {}
     for i, name in enumerate(header, 1):
+        if not name.strip():
+            raise SpecError(f"{p}: column {i} of the header has no name (a trailing comma?); expected a column name")
         if name in seen:
             raise SpecError(f"{p}: column {name!r} given twice (columns {seen[name]} and {i}); expected each once")
         seen[name] = i
