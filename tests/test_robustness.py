@@ -469,6 +469,10 @@ def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path, capsys)
       "--out", "{d}/o.csv"], "drafter='ratio'; expected one of model, eagle, mtp, self, ngram"),
     (["advise", *POINT[1:9], "--draft-id", ""], "draft_id=''; expected the draft's model id"),
     (["validate", "{comma}"], "column 19 of the header has no name (a trailing comma?)"),
+    (["validate", "{rows}", "{rows2}"], "given twice (also as"),
+    (["ingest", "{log}", "{log}", "--out", "{d}/o.csv"], "given twice (also as"),
+    (["ingest", "{bench}", "{bench2}", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "eagle",
+      "--draft", "eagle3-llama-3.1-8b", "--k", "5", "--out", "{d}/o.csv"], "the result's draft length is 3, not --k 5"),
 ])
 def test_hostile_first_user_cases(args, text, tmp_path, capsys):
     """A rate list with a word in it named no option ("Invalid value: ..."); a sweep --out that is a file said
@@ -477,18 +481,21 @@ def test_hostile_first_user_cases(args, text, tmp_path, capsys):
     crossover map of one column against itself was a polars traceback; model flags given to ingest with an
     acceptance format were ignored, and a benchmark ingested with --drafter ratio wrote rows validate then
     refused; an empty --draft-id was replaced by the default id; a trailing comma in a CSV header was
-    "unknown column ''"."""
+    "unknown column ''"; one measurements or engine file given twice counted its rows twice; ingest --k beside
+    a result's own draft length was dropped."""
     root = pathlib.Path(__file__).parents[1]
     (tmp_path / "f.csv").write_text("x\n")
     head, row = (root / "data" / "measured" / "public.csv").read_text().splitlines()[:2]
     (tmp_path / "dup.csv").write_text(f"{head},series\n{row},again\n")
     (tmp_path / "comma.csv").write_text(f"{head},\n{row},\n")
+    (tmp_path / "rows.csv").write_text(f"{head}\n{row}\n")
     eng = root / "tests" / "data" / "engines"
     names = {"{spec}": str(root / "tests" / "data" / "tiny.toml"), "{file}": str(tmp_path / "f.csv"),
              "{dup}": str(tmp_path / "dup.csv"), "{comma}": str(tmp_path / "comma.csv"), "{log}": str(eng / "vllm.log"),
-             "{bench}": str(eng / "vllm_bench_base.json"), "{bench2}": str(eng / "vllm_bench_eagle3.json")}
+             "{bench}": str(eng / "vllm_bench_base.json"), "{bench2}": str(eng / "vllm_bench_eagle3.json"),
+             "{rows}": str(tmp_path / "rows.csv"), "{rows2}": f"{tmp_path}/../{tmp_path.name}/rows.csv"}
     one_line_error(capsys, [names.get(a, a).replace("{d}", str(tmp_path)) for a in args], text)
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(("o", "r"))]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(("o", "r")) and p.name != "rows.csv"]
 
 
 # --- 6. the first hour ---------------------------------------------------------------------------------------

@@ -127,6 +127,7 @@ def validate(csv: Csvs, engine: EngineOpt = None,
 
     roofline = value(roofline)
     io.refuse_input(out, [*csv, engine])
+    io.refuse_repeated(csv, "measurements file")
     rows = _load_rows(csv)
     if leave_one_source_out:
         if engine is not None:
@@ -175,6 +176,7 @@ def calibrate(csv: Csvs,
     if not out.endswith(".toml"):
         raise SpecError(f"out={out!r}; expected a .toml file name")
     io.refuse_input(out, csv)
+    io.refuse_repeated(csv, "measurements file")
     rows = [r for r in _load_rows(csv) if not r.is_step]  # plain step times are scored by validate, not fitted
     if engine is not None:
         known = sorted({r.engine_name for r in rows})

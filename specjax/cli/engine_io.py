@@ -44,6 +44,7 @@ def ingest(files: Files,
     for f in files:
         _ingest.check_readable(f)
     io.refuse_input(out, files)
+    io.refuse_repeated(files)
     formats = {value(fmt)} if fmt else {_ingest.detect(f) for f in files}
     if len(formats) > 1:
         raise SpecError(f"files of several formats ({', '.join(sorted(formats))}); ingest one format at a time")

@@ -684,6 +684,9 @@ def measurement_rows(pairs, fmt, target, hardware, drafter, draft=None, tp=1, k=
     engine = get(fmt).engine
     rows = []
     for base, sd in pairs:
+        if k is not None and sd.k and sd.k != k:  # --k was dropped for the result's own draft length
+            raise _err(sd.path, sd.line, f"the result's draft length is {sd.k}, not --k {k}; drop --k (it is for "
+                       "results without a draft length)")
         kk = sd.k or k
         if kk is None:
             raise _err(sd.path, sd.line, "no draft length in the result; give --k")

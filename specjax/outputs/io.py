@@ -156,6 +156,22 @@ def refuse_input(out, inputs, field="out"):
                             "replace that input: pick another file")
 
 
+def refuse_repeated(paths, what="input file"):
+    """A `SpecError` when one file is given twice (by identity: `a.csv ./a.csv` too): its rows would count
+    twice in every metric."""
+    seen = []
+    for p in paths:
+        for q in seen:
+            try:
+                same = path_exists(p) and path_exists(q) and os.path.samefile(p, q)
+            except (OSError, ValueError):
+                same = False
+            if same:
+                raise SpecError(f"{what} {str(p)!r} given twice (also as {str(q)!r}); its rows would count twice: "
+                                "give each file once")
+        seen.append(p)
+
+
 def make_parent(path, field="out"):
     """Create the directory `path` goes in, or a `SpecError` naming what is in the way (a file where a
     directory should be, no permission)."""
