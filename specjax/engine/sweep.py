@@ -129,12 +129,13 @@ def run(spec, out, *, resume=False, overwrite=False, n_devices=None, process_id=
     check_memory(spec, p)
     if out.exists() and not out.is_dir():  # mkdir would say only "File exists"
         raise SpecError(f"out={str(out)!r} is a file, not a directory; a sweep writes a directory of results")
+    created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise SpecError(f"cannot create output directory {str(out)!r}: {e.strerror}") from None
     lock_name = io.LOCK if num_processes == 1 else f"{io.LOCK}.{process_id}"
-    with io.locked(out, lock_name):
+    with io.locked(out, lock_name, created=created):
         spec_file = out / "_spec.toml"
         existing = preflight(spec, out, resume, overwrite and process_id == 0, num_processes)
         if num_processes == 1:  # we hold the only lock: our temporaries of a killed writer are garbage

@@ -102,8 +102,10 @@ def _alive(pid):
 
 
 @contextlib.contextmanager
-def locked(out, name=LOCK):
-    """Hold an exclusive lock file in `out` for the duration; a stale lock (dead pid) is taken over."""
+def locked(out, name=LOCK, created=False):
+    """Hold an exclusive lock file in `out` for the duration; a stale lock (dead pid) is taken over.
+    `created`: the caller made `out` for this run, so a lock that cannot be written removes it again
+    (when empty): a full disk leaves nothing behind."""
     out = pathlib.Path(out)
     path = out / name
     me = f"{socket.gethostname()} {os.getpid()}"
@@ -133,6 +135,9 @@ def locked(out, name=LOCK):
             os.close(fd)
     except OSError as e:  # a full disk before the sweep starts: the empty lock is removed, nothing was written
         path.unlink(missing_ok=True)
+        if created:
+            with contextlib.suppress(OSError):
+                out.rmdir()
         raise SpecError(f"cannot write to output directory {str(out)!r}: {e.strerror or e}") from None
     try:
         yield
