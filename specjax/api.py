@@ -180,23 +180,27 @@ def optimize_trees(scenario, batches, max_depth=8, dtype=None):
                 max_depth=int(max_depth), inputs=inputs(scenario))
 
 
-def optimize(scenario, batches, k_max=16, batch_max=65536.0, dtype=None, method="optax"):
+def optimize(scenario, batches, k_max=16, batch_max=65536.0, dtype=None, method="optax", ignore_memory=False):
     """k* (optax search, integer-checked) at each batch that fits in memory with the drafter (`status`
     per batch; k* is None where it does not fit), and the switch-off batch of the best-k envelope, with
     what bounds it: `pays_up_to` = the switch-off batch, else the largest batch that fits with the
     drafter at k_max, else the search bound (`pays_up_to_bound`: switch_off | memory | search_bound |
-    never_pays)."""
+    never_pays). `ignore_memory`: pure roofline, as `point --ignore-memory`: k* at every batch whose
+    inputs are physical (the status still says what does not fit), and memory bounds nothing."""
     hw, deploy, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
     b = np.asarray(batches, dtype=np.asarray(dec.alpha).dtype)
     per, status, off, never, mem = _opt(hw, deploy, tgt, draft, dec, b, batch_max, int(k_max), method)
     rows = []
     for i, bi in enumerate(b):
         st = Point.decode(int(status[i]))
-        fits = st == Point.OK.label
+        fits = st == Point.OK.label or (ignore_memory and st != Point.INVALID_INPUT.label)
         rows.append(dict(batch=finite_or_none(bi), status=st, k_star=int(per.k_star[i]) if fits else None,
                          speedup=finite_or_none(per.speedup[i]) if fits else None,
                          k_relaxed=finite_or_none(per.k_relaxed[i]) if fits else None))
     off, mem = finite_or_none(off), float(mem)
+    max_batch_sd = int(mem)
+    if ignore_memory:
+        mem = float("inf")
     if bool(never):
         up_to, bound = None, "never_pays"
     elif off is not None and off <= min(mem, batch_max):
@@ -205,7 +209,7 @@ def optimize(scenario, batches, k_max=16, batch_max=65536.0, dtype=None, method=
         up_to, bound = max(mem, 0.0), "memory"
     else:
         up_to, bound = float(batch_max), "search_bound"
-    return dict(k_star_by_batch=rows, switch_off_batch=off, max_batch_sd=int(mem), batch_bound=float(batch_max),
+    return dict(k_star_by_batch=rows, switch_off_batch=off, max_batch_sd=max_batch_sd, batch_bound=float(batch_max),
                 pays_up_to=up_to, pays_up_to_bound=bound, inputs=inputs(scenario))
 
 

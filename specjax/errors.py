@@ -55,3 +55,72 @@ def read_text(path, kind, max_bytes=1 << 20):
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise SpecError(f"{kind} {str(p)!r} is not UTF-8 text (invalid byte at offset {e.start})") from None
+
+
+MAX_DIGITS = 300  # an integer longer than this is no count or size (float64 ends near 1.8e308)
+
+
+def _bounded(obj, source):
+    """`obj` (parsed JSON or TOML), refused where an integer has more than `MAX_DIGITS` digits (its float
+    would be infinite, and Python refuses to print one over 4,300). Walked without recursion."""
+    stack = [obj]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+        elif isinstance(v, int) and not isinstance(v, bool) and v.bit_length() > 997:  # 2^997 ~ 1.3e300
+            raise SpecError(f"{source}: an integer of more than {MAX_DIGITS} digits; expected a count or size")
+    return obj
+
+
+def _parse_failure(e, source, fmt):
+    """The one line for a parser's failure that is not a syntax error: a 5,000-digit integer (Python's
+    int-from-text limit), 100,000 nested arrays (the recursion limit)."""
+    if isinstance(e, RecursionError):
+        return SpecError(f"{source}: {fmt} nested too deep (lists or tables inside one another beyond "
+                         "Python's recursion limit)")
+    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    if "digits" in text:
+        return SpecError(f"{source}: an integer of more than {MAX_DIGITS} digits; expected a count or size")
+    return SpecError(f"{source}: malformed {fmt} ({text[:120]})")
+
+
+def parse_json(text, source):
+    """The value of JSON `text` read from `source` (e.g. "model config 'x.json'"), every failure a
+    one-line `SpecError` naming it: a syntax error with its line and column, a number with thousands of
+    digits, nesting deeper than the recursion limit, NaN or Infinity (not JSON)."""
+    import json
+
+    def constant(name):
+        raise SpecError(f"{source}: {name} is not a JSON number; expected a finite number")
+
+    def integer(digits):
+        if len(digits.lstrip("-")) > MAX_DIGITS:
+            raise SpecError(f"{source}: an integer of {len(digits.lstrip('-')):,} digits; expected a count or size")
+        return int(digits)
+
+    try:
+        return json.loads(text, parse_constant=constant, parse_int=integer)
+    except json.JSONDecodeError as e:
+        raise SpecError(f"cannot read {source}: malformed JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except (ValueError, RecursionError) as e:
+        if isinstance(e, SpecError):
+            raise
+        raise _parse_failure(e, source, "JSON") from None
+
+
+def parse_toml(text, source):
+    """The table of TOML `text` read from `source`, every failure a one-line `SpecError` naming it (a
+    syntax error, a number with thousands of digits, nesting deeper than the recursion limit)."""
+    import tomllib
+
+    try:
+        return _bounded(tomllib.loads(text), source)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"cannot read {source}: malformed TOML: {str(e).splitlines()[0]}") from None
+    except (ValueError, RecursionError) as e:
+        if isinstance(e, SpecError):
+            raise
+        raise _parse_failure(e, source, "TOML") from None

@@ -35,17 +35,18 @@ def cli(capsys, *args):
 def test_full_disk_keeps_earlier_results_and_resumes(tmp_path_factory, monkeypatch):
     s = spec.load(DATA / "tiny.toml")
     tmp_path, clean = tmp_path_factory.mktemp("full"), tmp_path_factory.mktemp("clean")
-    real = pl.DataFrame.write_parquet
+    real = pathlib.Path.write_bytes  # every file is written as bytes (Parquet serialised in memory first)
     calls = {"n": 0}
 
-    def failing(self, file, **kw):
-        calls["n"] += 1
-        if calls["n"] == 4:
-            pathlib.Path(file).write_bytes(b"PAR1 half a file")  # a partial temporary, as a full disk leaves
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real(self, file, **kw)
+    def failing(self, data):
+        if ".parquet.tmp-" in self.name:
+            calls["n"] += 1
+            if calls["n"] == 4:
+                real(self, b"PAR1 half a file")  # a partial temporary, as a full disk leaves
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, data)
 
-    monkeypatch.setattr(pl.DataFrame, "write_parquet", failing)
+    monkeypatch.setattr(pathlib.Path, "write_bytes", failing)
     with pytest.raises(SpecError, match="No space left on device"):
         sweep.run(s, tmp_path)
     parts = sorted(tmp_path.glob("hardware=*/pair=*/part-*.parquet"))
@@ -54,7 +55,7 @@ def test_full_disk_keeps_earlier_results_and_resumes(tmp_path_factory, monkeypat
         pl.read_parquet(p)  # intact
     assert not list(tmp_path.rglob(".*tmp*")), "temporary files are removed"
     assert not (tmp_path / io.LOCK).exists() and not (tmp_path / "_manifest.json").exists()
-    monkeypatch.setattr(pl.DataFrame, "write_parquet", real)
+    monkeypatch.setattr(pathlib.Path, "write_bytes", real)
     res = sweep.run(s, tmp_path, resume=True)
     assert res["chunks_skipped"] == 3 and res["chunks_written"] == 5
     sweep.run(s, clean)
@@ -215,10 +216,13 @@ def _small_fs(tmp_path, size="24k"):
     return mnt
 
 
-@pytest.mark.parametrize("kind", ["sweep", "validate", "calibrate", "plot"])
+@pytest.mark.parametrize("kind", ["sweep", "sweep-lock", "validate", "validate-parquet", "calibrate", "plot"])
 def test_real_full_disk_gives_one_line_and_leaves_no_temporary(tmp_path, kind, capsys):
     """On a real full file system (polars raises ComputeError, not OSError) every writer gives one line
-    on stderr, exit 2, and leaves no hidden temporary behind."""
+    on stderr, exit 2, and leaves no hidden temporary behind. `sweep-lock`: the disk is full before the
+    sweep takes its lock (os.write of the lock raised, a traceback); `validate-parquet`: polars said
+    "parquet: File out of specification: Invalid thrift: transport error" (Parquet is now serialised in
+    memory and written as bytes, so the OS says what happened)."""
     mnt = _small_fs(tmp_path)
     try:
         public = pathlib.Path(__file__).parents[1] / "data" / "measured" / "public.csv"
@@ -235,14 +239,19 @@ def test_real_full_disk_gives_one_line_and_leaves_no_temporary(tmp_path, kind, c
                     pass
         args = {"sweep": ["sweep", str(pathlib.Path(__file__).parents[1] / "sweeps" / "seed.toml"), "--out",
                           str(mnt / "out"), "--quiet"],
+                "sweep-lock": ["sweep", str(pathlib.Path(__file__).parents[1] / "sweeps" / "seed.toml"), "--out",
+                               str(mnt / "out"), "--quiet"],
                 "validate": ["validate", csv, "--out", str(mnt / "rows.csv")],
-                "calibrate": ["calibrate", csv, "--steps", "10", "--out", str(mnt / "p.toml"), "--json"],
+                "validate-parquet": ["validate", csv, "--out", str(mnt / "rows.parquet")],
+                "calibrate": ["calibrate", pathlib.Path(__file__).parents[1] / "data" / "measured" / "step_times.csv",
+                              "--steps", "10", "--out", str(mnt / "p.toml"), "--json"],  # step times identify terms
                 "plot": ["plot", "roofline", "--target", "llama-3.1-8b", "--hardware", "h100-sxm",
                          "--out", str(mnt / "fig")]}[kind]
         code, _, err = cli(capsys, *args)
         assert code == 2, err[-800:]
         assert "No space left on device" in err and len(err.strip().splitlines()) == 1, err[-800:]
-        assert not [p for p in mnt.rglob("*") if ".tmp" in p.name], list(mnt.rglob("*"))
+        assert not [p for p in mnt.rglob("*") if ".tmp" in p.name or ".lock" in p.name], list(mnt.rglob("*"))
+        assert "thrift" not in err and "Traceback" not in err, err
     finally:
         subprocess.run(["umount", str(mnt)], capture_output=True)
 

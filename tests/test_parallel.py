@@ -121,8 +121,16 @@ RELEASE_1 = [
 
 
 @pytest.mark.parametrize("case", range(len(RELEASE_1)))
-def test_ep_1_dp_1_reproduce_the_pure_tp_release_exactly(case):
+def test_ep_1_dp_1_reproduce_the_pure_tp_release_exactly(case, monkeypatch):
+    """The release's numbers, exactly. Its Mixtral-8x22B + 8x7B pair has two vocabularies (32,768 and 32,000),
+    which a draft model is refused for now (`drafters._same_vocab`); the check is no part of the cost, so it
+    is lifted here to keep the release's numbers as they were."""
+    from specjax.inputs import drafters
+
     kw, want = RELEASE_1[case]
+    if kw.get("draft") == "mixtral-8x7b":
+        lifted = dataclasses.replace(drafters.REGISTRY["model"], check_pair=None)
+        monkeypatch.setitem(drafters.REGISTRY, "model", lifted)
     kw = dict(dict(hardware="h200"), **kw)
     for batch, (s, t_sd, mb) in zip((1.0, 37.0, 512.0), want):
         sc = Scenario(**{"engine": "roofline", **kw}, ep=1, dp_attention=1, batch=batch, k=3, alpha=0.7, context=4096)

@@ -3,7 +3,9 @@
 every writer, serving paths where a prompt does not fit, option handling, and the first hour of a new user
 (calibration that cannot identify, misread Hugging Face configs, defaults)."""
 
+import dataclasses
 import json
+import pathlib
 
 import pytest
 
@@ -216,6 +218,284 @@ def test_a_rate_row_that_does_not_fit_is_skipped_not_scored(tmp_path, capsys):
                                         "sequence: its weights, or them and one request's KV)"]
     assert r["median_ape"] == pytest.approx(r["groups"]["source"]["u"]["median_ape"]) and 0 < r["median_ape"] < 1
     assert r["level"]["rows_scored"] == 1 and r["shape"]["rows_scored"] == 1
+
+
+def test_every_status_has_its_share_in_a_summary(tmp_path, capsys):
+    """A summary's shares are every status of the reduction's type (declared once, in `cost.status`): a
+    serve sweep where one prompt does not fit reports `share_model_does_not_fit` (it had only the four
+    saturation shares, so those rows were counted nowhere)."""
+    from specjax.outputs import summary
+    from specjax.search import reductions
+
+    for name in ("crossover", "serve", "switch_off_qps", "serve_concurrency"):
+        red = reductions.get(name)
+        assert red.share_of == tuple(red.status_type), name
+    spec = tmp_path / "s.toml"
+    spec.write_text('name = "s"\nengine = "vllm"\nhardware = ["h100-sxm", "rtx-3090"]\n[[pairs]]\n'
+                    'target = "llama-3.1-8b"\ndrafter = "eagle"\ndraft = "eagle3-llama-3.1-8b"\nlabel = "p"\n'
+                    "[fixed]\ninput_len = 120000\noutput_len = 128\nalpha = 0.7\nk = 3\n[axes]\n"
+                    'qps = [0.01, 0.02]\n[reduce]\nkind = "serve"\n')
+    code, _, err = run(capsys, ["sweep", str(spec), "--out", str(tmp_path / "out"), "--quiet"])
+    assert code == 0, err
+    df = summary.summarize(tmp_path / "out")
+    shares = [c for c in df.columns if c.startswith("share_")]
+    assert shares == [f"share_{s.label}" for s in reductions.get("serve").status_type]
+    rtx = df.filter(df["hardware"] == "rtx-3090")
+    assert rtx["share_model_does_not_fit"][0] == 1.0
+    assert (df.select(shares).sum_horizontal() == 1.0).all()
+
+
+def test_a_draft_model_of_another_vocabulary_is_refused(capsys, tmp_path):
+    """Only EAGLE heads were checked: Mixtral-8x22B (32,768 tokens) drafted by Mixtral-8x7B (32,000) was costed.
+    vLLM asserts equal vocabulary sizes and SGLang's STANDALONE mode refuses differing vocabularies, so a
+    separate draft model of another vocabulary is refused in one line; the same draft with the target's
+    vocab_size runs."""
+    args = ["crossover", "--target", "mixtral-8x22b", "--hardware", "h200", "--drafter", "model", "--draft",
+            "{d}", "--tp", "4", "--alpha", "0.8", "--json"]
+    one_line_error(capsys, [a.replace("{d}", "mixtral-8x7b") for a in args],
+                   "expected a draft model with vocab_size 32768 like the target mixtral-8x22b (this one has 32000: "
+                   "another tokenizer")
+    from specjax.inputs import models
+
+    cfg = json.loads((models.PRESET_DIR / "mixtral-8x7b.json").read_text())
+    p = tmp_path / "draft.json"
+    p.write_text(json.dumps({**cfg, "vocab_size": 32768}))
+    code, out, err = run(capsys, [a.replace("{d}", str(p)) for a in args])
+    assert code == 0 and json.loads(out)["status"] in ("hurts_at_small_batch", "stops_paying"), err
+
+
+# --- 4. option handling: one parsing path ----------------------------------------------------------------
+
+POINT = ["point", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "ngram", "--alpha", "0.7"]
+
+
+@pytest.fixture
+def no_cache_setup(monkeypatch):
+    """The global cache options without touching this process's JAX cache configuration: the directories
+    `enable_cache` was given."""
+    from specjax import runtime
+
+    seen = []
+    monkeypatch.setattr(runtime, "enable_cache", lambda path=None: seen.append(path))
+    return seen
+
+
+@pytest.mark.parametrize("args, text", [
+    (["--cache-dir", "{d}", *POINT, "--alpha", "0.5"], "--alpha given 2 times; expected once (point takes"),
+    (["--cache-dir={d}", *POINT, "--k=3", "--k", "4"], "--k given 2 times"),
+    (["--no-cache", "--profile", *POINT, "--json", "--json"], "--json given 2 times"),
+    (["--cache-dir", "{d}", "--cache-dir", "{d}", *POINT], "--cache-dir given 2 times; expected once (a global"),
+    (["--profile", "--profile", *POINT], "--profile given 2 times"),
+    (["--cache-dir", "", *POINT], "--cache-dir=''; expected a directory (--no-cache turns the cache off)"),
+    (["--cache-dir", "  ", *POINT], "--cache-dir='  '; expected a directory"),
+    (["--cache-dir", "{d}", "--no-cache", *POINT], "and --no-cache contradict each other"),
+])
+def test_options_are_parsed_once_wherever_they_stand(args, text, capsys, tmp_path, no_cache_setup):
+    """The repeated-option check runs inside click's parser (every command and the global options), so a
+    global option before the command no longer hides a repeated one; an empty --cache-dir (which wrote
+    the cache into the working directory) and --cache-dir beside --no-cache are refused before any cache is
+    set up."""
+    args = [a.replace("{d}", str(tmp_path / "c")) for a in args]
+    code, _, err = run(capsys, args)
+    lines = err.strip().splitlines()  # with --profile the profile lines follow the error
+    assert code == 2 and "Traceback" not in err and (len(lines) == 1 or "--profile" in args), err
+    assert lines[0].startswith("specjax: error: ") and text in lines[0], lines[0]
+    if "" in args or "  " in args or "--no-cache" in args:
+        assert no_cache_setup == []  # refused before any cache directory was set up
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_repeated_list_option_still_repeats_after_a_global_option(capsys, no_cache_setup, tmp_path):
+    code, out, _ = run(capsys, ["--cache-dir", str(tmp_path), *POINT, "--batch", "1", "--batch", "32", "--json"])
+    assert code == 0 and [p["batch"] for p in json.loads(out)["points"]] == [1, 32]
+    assert [str(p) for p in no_cache_setup] == [str(tmp_path)]
+
+
+def test_profile_lines_follow_the_error(capsys):
+    """`--profile` with bad input: the error is the first line on stderr, the profile lines after it."""
+    code, _, err = run(capsys, ["--profile", "point", "--target", "llama-3.1-8bx", "--hardware", "h100-sxm",
+                                "--drafter", "ngram", "--alpha", "0.7"])
+    lines = err.strip().splitlines()
+    assert code == 2 and lines[0].startswith("specjax: error: unknown model 'llama-3.1-8bx'"), err
+    assert lines[1:] and all(ln.startswith("profile: ") for ln in lines[1:]), err
+    code, _, err = run(capsys, ["--profile", *POINT, "--json"])
+    assert code == 0 and err.strip().splitlines()[0].startswith("profile: ")
+
+
+# --- 5. the older catalogue ----------------------------------------------------------------------------------
+
+def _deep(n):
+    return "[" * n + "]" * n
+
+
+@pytest.mark.parametrize("kind, text, expect", [
+    ("config", '{"a": ' + _deep(100_000) + "}", "JSON nested too deep"),
+    ("config", '{"num_hidden_layers": ' + "9" * 5000 + "}", "an integer of 5,000 digits; expected a count or size"),
+    ("config", '{"num_hidden_layers": NaN}', "NaN is not a JSON number"),
+    ("config", '{"num_hidden_layers": -Infinity}', "-Infinity is not a JSON number"),
+    ("hardware", SILICON + "x = " + _deep(100_000) + "\n", "TOML nested too deep"),
+    ("hardware", SILICON.replace("8e10", "9" * 5000), "an integer of more than 300 digits"),
+    ("hardware", SILICON.replace("8e10", "9" * 400), "an integer of more than 300 digits"),
+    ("engine", 'name = "e"\nfixed_overhead_s = ' + "9" * 5000 + "\n", "an integer of more than 300 digits"),
+    ("spec", "x = " + _deep(100_000) + "\n", "TOML nested too deep"),
+    ("spec", "[fixed]\nbatch = " + "9" * 5000 + "\n", "an integer of more than 300 digits"),
+])
+def test_configs_and_tomls_are_parsed_by_one_bounded_reader(kind, text, expect, tmp_path, capsys):
+    """config.json, hardware, engine and sweep TOML go through `errors.parse_json` / `parse_toml`: nesting
+    beyond the recursion limit, integers of thousands of digits (Python refuses over 4,300; a float is
+    infinite over 308) and NaN/Infinity literals are one line naming the file, never a traceback."""
+    p = tmp_path / ("in.json" if kind == "config" else "in.toml")
+    p.write_text(text)
+    args = {"config": ["point", "--target", str(p), "--hardware", "h100-sxm", "--drafter", "ngram", "--alpha", "0.7"],
+            "hardware": ["point", "--target", "llama-3.1-8b", "--hardware", str(p), "--drafter", "ngram",
+                         "--alpha", "0.7"],
+            "engine": [*POINT, "--engine", str(p)],
+            "spec": ["sweep", str(p), "--out", str(tmp_path / "out")]}[kind]
+    line = one_line_error(capsys, args, expect)
+    assert str(p) in line or p.name in line, line
+    assert not (tmp_path / "out").exists()
+
+
+def test_optimize_ignore_memory_reports_k_star_where_the_target_does_not_fit(capsys):
+    """--ignore-memory is pure roofline for optimize as for point: k* and its speedup at every batch (the
+    status still says the weights do not fit), and memory bounds nothing."""
+    args = ["optimize", "--target", "llama-3.1-70b", "--hardware", "h100-sxm", "--drafter", "ngram", "--alpha",
+            "0.7", "--batch", "1", "--batch", "64", "--json"]
+    one_line_error(capsys, args, "do not fit")
+    code, out, _ = run(capsys, args + ["--ignore-memory"])
+    r = json.loads(out)
+    assert code == 0 and [row["status"] for row in r["k_star_by_batch"]] == ["model_does_not_fit"] * 2
+    assert all(row["k_star"] >= 1 and row["speedup"] > 1 for row in r["k_star_by_batch"]), r
+    sc = Scenario(target="llama-3.1-70b", hardware="h100-sxm", drafter="ngram", alpha=0.7, batch=64.0)
+    best = max(api.point(dataclasses.replace(sc, k=k))["speedup"] for k in range(1, 17))
+    assert r["k_star_by_batch"][1]["speedup"] == pytest.approx(best, rel=1e-4)
+    assert r["pays_up_to_bound"] in ("switch_off", "search_bound") and r["max_batch_sd"] == 0
+
+
+def test_a_full_disk_before_the_sweep_lock_is_one_line(tmp_path, monkeypatch, capsys):
+    """The lock's own write hitting ENOSPC (a full disk before the sweep starts) was a traceback; now one
+    line, and no lock file or new directory is left (the real tmpfs case: `test_faults.py::...[sweep-lock]`)."""
+    import errno
+    import os
+    import socket
+
+    from specjax.outputs import io
+
+    real = os.write
+
+    def full(fd, data):
+        if bytes(data).startswith(socket.gethostname().encode()):  # the lock's "host pid"
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, data)
+
+    monkeypatch.setattr(io.os, "write", full)
+    spec = pathlib.Path(__file__).parent / "data" / "tiny.toml"
+    one_line_error(capsys, ["sweep", str(spec), "--out", str(tmp_path / "out"), "--quiet"],
+                   f"cannot write to output directory {str(tmp_path / 'out')!r}: No space left on device")
+    assert not (tmp_path / "out").exists()  # the directory this run made is removed again
+
+
+def _speedup_frame(alphas, ks, batches=(1.0, 8.0, 64.0, 512.0)):
+    import polars as pl
+
+    rows = [dict(alpha=a, k_tokens=float(k), batch_seqs=b, speedup=(1 + a * k) / (1 + b / 100) ** 0.5, status="ok")
+            for a in alphas for k in ks for b in batches]
+    return pl.DataFrame(rows)
+
+
+def test_a_speedup_figure_has_at_most_8_lines_a_panel_and_says_what_it_left_out(capsys):
+    """48 series (6 alphas x 8 k) were 48 lines and a 48-entry legend in one axes: now 6 panels by alpha of
+    8 lines; 160 series (20 alphas x 8 k) are 8 panels by k of 8 evenly spaced alphas (first and last kept),
+    the figure and the table (`shown`) saying which."""
+    from specjax.outputs import plots
+
+    alphas6, alphas20 = [0.5, 0.6, 0.7, 0.8, 0.85, 0.9], [round(0.3 + i * 0.65 / 19, 4) for i in range(20)]
+    df = _speedup_frame(alphas6, range(1, 9))
+    assert plots.facets(df, [], ["alpha", "k_tokens"]) == (["alpha"], {}, "")
+    fig, table = plots.speedup_figure(df)
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(axes) == 6 and all(len(ax.get_legend().get_texts()) == 8 for ax in axes)
+    assert table.height == 48 and table["shown"].all()
+    df = _speedup_frame(alphas20, range(1, 9))
+    panel, kept, note = plots.facets(df, [], ["alpha", "k_tokens"])
+    assert panel == ["k_tokens"] and len(kept["alpha"]) == 8 and kept["alpha"][0] == 0.3 and kept["alpha"][-1] == 0.95
+    assert note.startswith("alpha: 8 of 20 values shown (0.3, ")
+    fig, table = plots.speedup_figure(df)
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(axes) == 8 and max(len(ax.get_legend().get_texts()) for ax in axes) <= plots.MAX_LINES
+    assert table.height == 160 and table["shown"].sum() == 64 and note in fig.texts[-1].get_text()
+    assert table.filter(~table["shown"])["series"].str.starts_with("k=").all()  # named as the shown rows are
+
+
+# --- 5b. what a hostile first user found (RELIABILITY.md: the catalogue) -----------------------------------
+
+def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path, capsys):
+    """`validate rows.csv --out rows.csv` replaced the measurements with the predictions (exit 0): every
+    command with --out and input files (validate, calibrate, ingest) refuses an --out that is one of its
+    inputs, by file identity (a link to it too), and the input is untouched."""
+    import os
+    import shutil
+
+    root = pathlib.Path(__file__).parents[1]
+    rows = tmp_path / "rows.csv"
+    shutil.copy(root / "data" / "measured" / "public.csv", rows)
+    before = rows.read_bytes()
+    os.symlink(rows, tmp_path / "link.csv")
+    log = tmp_path / "vllm.csv"
+    shutil.copy(root / "tests" / "data" / "engines" / "vllm.log", log)
+    for args, out in ((["validate", str(rows)], rows), (["validate", str(rows)], tmp_path / "link.csv"),
+                      (["ingest", str(log)], log)):
+        one_line_error(capsys, [*args, "--out", str(out)], f"out={str(out)!r} is an input of this command")
+    toml = tmp_path / "rows.toml"
+    shutil.copy(rows, toml)
+    one_line_error(capsys, ["calibrate", str(toml), "--out", str(toml)], "is an input of this command")
+    assert rows.read_bytes() == before
+
+
+@pytest.mark.parametrize("args, text", [
+    (["point", *POINT[1:7], "--acceptance-vector", "0.9,abc"],
+     "acceptance_vector='0.9,abc'; expected comma-separated rates such as 0.8,0.6,0.5"),
+    (["sweep", "{spec}", "--out", "{file}"], "is a file, not a directory; a sweep writes a directory of results"),
+    (["validate", "{dup}"], "column 'series' given twice (columns 1 and 19); expected each once"),
+    (["sweep", "{spec}", "--out", "{d}/o", "--coordinator", "localhost:1234"],
+     "coordinator='localhost:1234' is for a multi-process run; give --num-processes N (> 1)"),
+    (["sweep", "{spec}", "--out", "{d}/o", "--resume", "--overwrite"], "--resume and --overwrite contradict"),
+    (["report", "{spec}", "--out", "{d}/r", "--resume", "--overwrite"], "--resume and --overwrite contradict"),
+    (["plot", "crossover-map", "--from", "{d}", "--x", "alpha", "--y", "alpha", "--out", "{d}/o"],
+     "x='alpha' and y='alpha': expected two different columns"),
+    (["ingest", "{log}", "--target", "llama-3.1-8b", "--tp", "2", "--out", "{d}/o.csv"],
+     "--target, --tp: for benchmark results only; vllm-log gives acceptance per batch"),
+    (["ingest", "{bench}", "{bench2}", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "ratio",
+      "--out", "{d}/o.csv"], "drafter='ratio'; expected one of model, eagle, mtp, self, ngram"),
+    (["advise", *POINT[1:9], "--draft-id", ""], "draft_id=''; expected the draft's model id"),
+    (["validate", "{comma}"], "column 19 of the header has no name (a trailing comma?)"),
+    (["validate", "{rows}", "{rows2}"], "given twice (also as"),
+    (["ingest", "{log}", "{log}", "--out", "{d}/o.csv"], "given twice (also as"),
+    (["ingest", "{bench}", "{bench2}", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "eagle",
+      "--draft", "eagle3-llama-3.1-8b", "--k", "5", "--out", "{d}/o.csv"], "the result's draft length is 3, not --k 5"),
+])
+def test_hostile_first_user_cases(args, text, tmp_path, capsys):
+    """A rate list with a word in it named no option ("Invalid value: ..."); a sweep --out that is a file said
+    only "File exists"; a CSV naming a column twice was "unknown column 'series_duplicated_0'"; --coordinator
+    without --num-processes was ignored (exit 0); --resume with --overwrite dropped --resume silently; a
+    crossover map of one column against itself was a polars traceback; model flags given to ingest with an
+    acceptance format were ignored, and a benchmark ingested with --drafter ratio wrote rows validate then
+    refused; an empty --draft-id was replaced by the default id; a trailing comma in a CSV header was
+    "unknown column ''"; one measurements or engine file given twice counted its rows twice; ingest --k beside
+    a result's own draft length was dropped."""
+    root = pathlib.Path(__file__).parents[1]
+    (tmp_path / "f.csv").write_text("x\n")
+    head, row = (root / "data" / "measured" / "public.csv").read_text().splitlines()[:2]
+    (tmp_path / "dup.csv").write_text(f"{head},series\n{row},again\n")
+    (tmp_path / "comma.csv").write_text(f"{head},\n{row},\n")
+    (tmp_path / "rows.csv").write_text(f"{head}\n{row}\n")
+    eng = root / "tests" / "data" / "engines"
+    names = {"{spec}": str(root / "tests" / "data" / "tiny.toml"), "{file}": str(tmp_path / "f.csv"),
+             "{dup}": str(tmp_path / "dup.csv"), "{comma}": str(tmp_path / "comma.csv"), "{log}": str(eng / "vllm.log"),
+             "{bench}": str(eng / "vllm_bench_base.json"), "{bench2}": str(eng / "vllm_bench_eagle3.json"),
+             "{rows}": str(tmp_path / "rows.csv"), "{rows2}": f"{tmp_path}/../{tmp_path.name}/rows.csv"}
+    one_line_error(capsys, [names.get(a, a).replace("{d}", str(tmp_path)) for a in args], text)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(("o", "r")) and p.name != "rows.csv"]
 
 
 # --- 6. the first hour ---------------------------------------------------------------------------------------

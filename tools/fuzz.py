@@ -1,6 +1,8 @@
-"""A bounded fuzz run over every input kind: mutated config.json, hardware TOML, sweep TOML and
-measurement CSV files, fed to the CLI in-process. Anything but exit 0 or exit 2 with one line on
-stderr (a traceback, another exit code, a multi-line error) is a crash, recorded with its input.
+"""A bounded fuzz run over every input kind: mutated config.json, hardware TOML, engine TOML, sweep TOML
+and measurement CSV files, engine outputs fed to `ingest` as files and as pipes (`/dev/fd/N`), hostile
+`serve` and `advise` flags, fed to the CLI in-process. Anything but exit 0 or exit 2 with one line on
+stderr (a traceback, another exit code, a multi-line error), or a JSON answer with NaN, infinity or a
+negative speedup, is a crash, recorded with its input.
 
     python tools/fuzz.py --seconds 180 --seed 0     # prints a summary and one JSON line
 
@@ -14,10 +16,12 @@ import contextlib
 import io
 import json
 import pathlib
+import os
 import random
 import re
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -122,11 +126,16 @@ def cases(rng, tmp):
         f for f in (ROOT / "tests" / "data" / "engine_samples").iterdir() if f.suffix != ".md")  # real output
     model = ["--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "eagle", "--draft",
              "eagle3-llama-3.1-8b"]
+    same_vocab = [m for m in models if json.loads(m.read_text()).get("vocab_size") == 128256]  # llama-3.1-8b's
+    profiles = sorted((ROOT / "specjax" / "presets" / "engines").glob("*.toml"))
     while True:
-        kind = rng.choice(["config", "draft", "hardware", "spec", "csv", "engine", "serve"])
+        kind = rng.choice(["config", "draft", "hardware", "engine-toml", "spec", "csv", "engine", "stream", "serve",
+                           "advise"])
         path = tmp / f"in-{rng.randrange(10**9)}"
         if kind in ("config", "draft"):
             cfg = json.loads(rng.choice(models).read_text())
+            if kind == "draft" and rng.random() < 0.7:  # mostly a draft of the target's vocabulary (else refused)
+                cfg = json.loads(rng.choice(same_vocab).read_text())
             path = path.with_suffix(".json")
             path.write_text(mutate_json(rng, cfg))
             role = ["--target", str(path), "--drafter", "ngram"] if kind == "config" else [
@@ -147,7 +156,35 @@ def cases(rng, tmp):
             path = path.with_suffix(src.suffix)
             path.write_text(mutate_lines(rng, src.read_text()))
             extra = ["--format", rng.choice(list(_FORMATS))] if rng.random() < 0.3 else []
-            yield kind, ["ingest", str(path), *extra, *model, "--k", "3", "--out", str(tmp / "ingest.csv"), "--json"]
+            flags = [*model, "--k", "3"] if rng.random() < 0.5 else []  # model flags: for benchmark results only
+            yield kind, ["ingest", str(path), *extra, *flags, "--out", str(tmp / "ingest.csv"), "--json"]
+        elif kind == "engine-toml":  # a damaged engine profile (efficiencies, overheads, GPU sections)
+            path = path.with_suffix(".toml")
+            path.write_text(mutate_toml(rng, rng.choice(profiles).read_text()))
+            cmd = rng.choice([["point", "--batch", rng.choice(["1", "256"])], ["crossover"], ["advise"]])
+            yield kind, [*cmd, *model, "--alpha", "0.7", "--engine", str(path), "--json"]
+        elif kind == "stream":  # engine output through a pipe (`ingest /dev/fd/N`, as `<(...)` or stdin give it)
+            src = rng.choice(engines)
+            extra = ["--format", rng.choice(list(_FORMATS))] if rng.random() < 0.3 else []
+            flags = [*model, "--k", "3"] if rng.random() < 0.5 else []
+            yield kind, ("pipe", mutate_lines(rng, src.read_text()).encode(),
+                         ["ingest", "{pipe}", *extra, *flags, "--out", str(tmp / "ingest.csv"), "--json"])
+        elif kind == "advise":  # advise flags, some hostile
+            flags = {"--emit": rng.choice(["vllm", "sglang", "trtllm", "tgi"]),
+                     "--engine-version": rng.choice(["0.10.2", "1.3", "0.5.0", "99", "abc", "", "-1", "1.2.3.4.5"]),
+                     "--max-num-seqs": rng.choice(["1", "256", "0", "1e9", "-4", "100000"]),
+                     "--k-max": rng.choice(["1", "8", "16", "0", "17"]),
+                     "--margin": rng.choice(["0", "0.01", "1", "-0.1", "nan", "2"]),
+                     "--qps-max": rng.choice(["1", "0", "-1", "nan", "1e9"]),
+                     "--tp": rng.choice(["1", "2", "3", "0"]),
+                     "--context": rng.choice(["1", "2048", "0", "1e9", "131072"])}
+            argv = ["advise", *model, "--alpha", rng.choice(["0.7", "0", "1", "1.5"]), "--json"]
+            for f, v in flags.items():
+                if rng.random() < 0.5:
+                    argv += [f, v]
+            if rng.random() < 0.3:
+                argv += ["--input-len", rng.choice(["128", "0", "1e8"]), "--output-len", rng.choice(["64", "0"])]
+            yield kind, argv
         elif kind == "serve":  # serving flags, some hostile
             flags = {"--qps": rng.choice(["1", "0.001", "1e6", "0", "-1", "nan", "abc"]),
                      "--input-len": rng.choice(["1", "1024", "1e7", "0", "1e9"]),
@@ -165,7 +202,45 @@ def cases(rng, tmp):
             yield kind, ["validate", str(path), "--json"]
 
 
+def _bad_numbers(obj):
+    """Where a JSON answer breaks the output policy: NaN or infinity (should be null), a negative speedup."""
+    if isinstance(obj, float):
+        return not (obj == obj and abs(obj) != float("inf"))
+    if isinstance(obj, dict):
+        return any(_bad_numbers(v) for v in obj.values()) or any(
+            k.startswith("speedup") and isinstance(v, (int, float)) and v < 0 for k, v in obj.items())
+    if isinstance(obj, list):
+        return any(_bad_numbers(v) for v in obj)
+    return False
+
+
+def _with_pipe(data, argv, run):
+    """`run(argv)` with "{pipe}" replaced by /dev/fd/N of a pipe a thread fills with `data` (then closes)."""
+    r, w = os.pipe()
+
+    def feed():
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(w, view):]
+        except OSError:  # the reader stopped early (an error, or it never opened the pipe)
+            pass
+        finally:
+            os.close(w)
+
+    t = threading.Thread(target=feed, daemon=True)
+    t.start()
+    try:
+        return run([f"/dev/fd/{r}" if a == "{pipe}" else a for a in argv])
+    finally:
+        os.close(r)
+        t.join(5)
+
+
 def run_one(argv):
+    if isinstance(argv, tuple):  # ("pipe", bytes, argv)
+        _, data, argv = argv
+        return _with_pipe(data, argv, run_one)
     out, err = io.StringIO(), io.StringIO()
     code = 0
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -177,6 +252,12 @@ def run_one(argv):
             return "crash", f"{type(e).__name__}: {e}"
     text = err.getvalue().strip()
     if code == 0:
+        if "--json" in argv and out.getvalue().strip():
+            try:
+                if _bad_numbers(json.loads(out.getvalue())):
+                    return "crash", f"exit 0 with NaN, infinity or a negative speedup: {out.getvalue()[:300]}"
+            except ValueError:
+                return "crash", f"exit 0, --json, output not JSON: {out.getvalue()[:300]}"
         return "ok", ""
     if code == 2 and len(text.splitlines()) == 1 and "Traceback" not in text:
         return "refused", text
@@ -200,8 +281,11 @@ def main_():
             counts.setdefault(kind, {}).setdefault(verdict, 0)
             counts[kind][verdict] += 1
             if verdict == "crash":
-                named = [a for a in argv if a.startswith(str(tmp)) and pathlib.Path(a).is_file()]
-                src = pathlib.Path(named[0]).read_text()[:2000] if named else " ".join(argv)
+                if isinstance(argv, tuple):
+                    argv, src = argv[2], argv[1].decode("utf-8", "replace")[:2000]
+                else:
+                    named = [a for a in argv if a.startswith(str(tmp)) and pathlib.Path(a).is_file()]
+                    src = pathlib.Path(named[0]).read_text()[:2000] if named else " ".join(argv)
                 crashes.append(dict(kind=kind, argv=argv, detail=detail, input=src))
     total = sum(sum(v.values()) for v in counts.values())
     for kind, v in sorted(counts.items()):

@@ -34,70 +34,55 @@ def _message(e):
     return msg
 
 
-def repeated_option(argv):
-    """The first single-valued option given more than once in `argv` (click would silently keep the last),
-    as (flag, count, command), or None. Options that take lists (`multiple`) may repeat."""
-    group = typer.main.get_command(app)
-    words = [a for a in argv if not a.startswith("-")]
-    cmd = group.commands.get(words[0]) if words else None
-    if cmd is None:
-        return None
-    counts = {}
-    for a in argv:
-        flag = a.split("=", 1)[0]
-        if flag.startswith("--"):
-            counts[flag] = counts.get(flag, 0) + 1
-    for param in cmd.params:
-        if getattr(param, "multiple", False) or not getattr(param, "opts", None):
-            continue
-        n = sum(counts.get(o, 0) for o in param.opts if o.startswith("--"))
-        if n > 1:
-            return param.opts[0], n, cmd.name
-    return None
-
-
 def _one_line_warning(message, category, filename, lineno, file=None, line=None):
     print(f"specjax: warning: {' '.join(str(message).split())}", file=sys.stderr)
 
 
-def _run(argv):
-    """The app, then the `--profile` lines (stderr) of this run, whatever the command printed."""
+def _profile_lines(started):
+    """The `--profile` lines of this run (printed on stderr after whatever the command printed, and after
+    its error line: the error comes first)."""
     from .. import IMPORT_STARTED
     from .app import PROFILE
 
-    started = time.perf_counter()
-    PROFILE.clear()
+    lines = []
+    for p in PROFILE:
+        p.start, p.imported_s = IMPORT_STARTED, started - IMPORT_STARTED
+        lines += p.lines()
+    return lines
+
+
+def _outcome(argv):
+    """(exit code, the error line or None, whether to print the usage text on stdout) of running the app."""
     try:
-        return app(args=argv, standalone_mode=False, prog_name="specjax")
-    finally:
-        for p in PROFILE:
-            p.start, p.imported_s = IMPORT_STARTED, started - IMPORT_STARTED
-            print("\n".join(p.lines()), file=sys.stderr)
+        code = app(args=argv, standalone_mode=False, prog_name="specjax")
+    except SpecError as e:
+        return 2, f"specjax: error: {e}", None
+    except ClickException as e:
+        if type(e).__name__ == "NoArgsIsHelpError":
+            return 0, None, e.format_message()
+        return 2, f"specjax: error: {_message(e)}", None
+    except typer.Abort:
+        return 130, None, None
+    return (code if isinstance(code, int) else 0), None, None
 
 
 def main(argv=None):
-    """Console entry point: runs the app, turning bad input into one line on stderr and exit 2."""
+    """Console entry point: runs the app, turning bad input into one line on stderr and exit 2; the
+    `--profile` lines follow that line."""
+    from .app import PROFILE
+
     argv = sys.argv[1:] if argv is None else list(argv)
     # NaN and overflow are reported as statuses and nulls, never as warnings: stderr stays one line
     warnings.filterwarnings("ignore", category=RuntimeWarning)
     warnings.showwarning = _one_line_warning  # e.g. a compilation-cache entry JAX cannot read: one line, go on
-    rep = repeated_option(argv)
-    if rep:
-        flag, n, cmd = rep
-        print(f"specjax: error: {flag} given {n} times; expected once ({cmd} takes one value; repeat only the "
-              "options whose help says so, or run a sweep)", file=sys.stderr)
-        sys.exit(2)
-    try:
-        code = _run(argv)
-    except SpecError as e:
-        print(f"specjax: error: {e}", file=sys.stderr)
-        sys.exit(2)
-    except ClickException as e:
-        if type(e).__name__ == "NoArgsIsHelpError":
-            print(e.format_message())
-            sys.exit(0)
-        print(f"specjax: error: {_message(e)}", file=sys.stderr)
-        sys.exit(2)
-    except typer.Abort:
-        sys.exit(130)
-    sys.exit(code if isinstance(code, int) else 0)
+    started = time.perf_counter()
+    PROFILE.clear()
+    code, error, usage = _outcome(argv)
+    if usage is not None:
+        print(usage)
+    if error is not None:
+        print(error, file=sys.stderr)
+    lines = _profile_lines(started)
+    if lines:
+        print("\n".join(lines), file=sys.stderr)
+    sys.exit(code)

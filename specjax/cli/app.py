@@ -31,15 +31,55 @@ def value(x):
     """The plain value of an Enum option (or the value itself)."""
     return x.value if isinstance(x, enum.Enum) else x
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Does speculative decoding pay for this target, drafter, hardware, batch and context?")
+def _once(parser, why):
+    """`parser` (click's, of `command`) refusing a single-valued option given more than once (click would
+    keep the last silently). The check runs where click parses, so it sees every option wherever it stands
+    (global ones before the command, `--k=3` and `--k 3`, a value that looks like a flag) and nothing else."""
+    parse = parser.parse_args
 
-def rate_list(text):
-    """'0.8,0.6,0.5' -> (0.8, 0.6, 0.5); a bad entry gets the one-line error of the option."""
+    def parse_args(args):
+        opts, rest, order = parse(args=args)
+        seen = {}
+        for param in order:
+            if getattr(param, "multiple", False) or not getattr(param, "opts", None):
+                continue
+            seen[param] = seen.get(param, 0) + 1
+            if seen[param] == 2:
+                n = sum(p is param for p in order)
+                raise SpecError(f"{param.opts[0]} given {n} times; expected once ({why})")
+        return opts, rest, order
+
+    parser.parse_args = parse_args
+    return parser
+
+
+class _Command(typer.core.TyperCommand):
+    def make_parser(self, ctx):
+        return _once(super().make_parser(ctx), f"{self.name} takes one value; repeat only the options "
+                                                     "whose help says so, or run a sweep")
+
+
+class _Group(typer.core.TyperGroup):
+    def make_parser(self, ctx):
+        return _once(super().make_parser(ctx), "a global option, given before the command")
+
+
+class _App(typer.Typer):
+    """The typer app whose every command parses its options through `_once`."""
+
+    def command(self, *args, cls=None, **kw):
+        return super().command(*args, cls=cls or _Command, **kw)
+
+
+app = _App(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, cls=_Group,
+           help="Does speculative decoding pay for this target, drafter, hardware, batch and context?")
+
+def rate_list(text, name="rates"):
+    """'0.8,0.6,0.5' -> (0.8, 0.6, 0.5); a bad entry is a one-line error naming the option."""
     try:
         return tuple(float(v) for v in str(text).replace(" ", "").split(",") if v != "")
     except ValueError:
-        raise typer.BadParameter(f"{text!r}; expected comma-separated rates such as 0.8,0.6,0.5") from None
+        raise SpecError(f"{name}={text!r}; expected comma-separated rates such as 0.8,0.6,0.5") from None
 
 
 PANELS = {"system": "What runs where", "point": "Operating point", "load": "Serving load"}
@@ -97,6 +137,10 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_version, 
     """specjax: a roofline model of speculative decoding."""
     from .. import runtime
 
+    if cache_dir is not None and no_cache:
+        raise SpecError(f"--cache-dir={cache_dir!r} and --no-cache contradict each other; give one of them")
+    if cache_dir is not None and not cache_dir.strip():
+        raise SpecError(f"--cache-dir={cache_dir!r}; expected a directory (--no-cache turns the cache off)")
     if not no_cache:
         runtime.enable_cache(cache_dir)
     if profile:
@@ -111,7 +155,7 @@ def scenario(ignore_memory=False, **kw):
     kw = {k: value(v) for k, v in kw.items()}
     for name, row in catalogue.SCENARIO.items():
         if row.kind == "rates" and isinstance(kw.get(name), str):
-            kw[name] = rate_list(kw[name])
+            kw[name] = rate_list(kw[name], name)
     sc = Scenario(**kw)
     if not ignore_memory:
         msg = sc.memory_error()

@@ -123,7 +123,11 @@ def validate(csv: Csvs, engine: EngineOpt = None,
     from ..engine import transfer
     from ..engine import validate as _validate
 
+    from ..outputs import io
+
     roofline = value(roofline)
+    io.refuse_input(out, [*csv, engine])
+    io.refuse_repeated(csv, "measurements file")
     rows = _load_rows(csv)
     if leave_one_source_out:
         if engine is not None:
@@ -171,6 +175,8 @@ def calibrate(csv: Csvs,
         raise SpecError(f"hbm_efficiency={hbm_efficiency}; expected 0.3 <= x <= 1")
     if not out.endswith(".toml"):
         raise SpecError(f"out={out!r}; expected a .toml file name")
+    io.refuse_input(out, csv)
+    io.refuse_repeated(csv, "measurements file")
     rows = [r for r in _load_rows(csv) if not r.is_step]  # plain step times are scored by validate, not fitted
     if engine is not None:
         known = sorted({r.engine_name for r in rows})
@@ -274,6 +280,8 @@ def _crossover_map_figure(req):
 
     if not req.source:
         raise SpecError("plot crossover-map needs --from DIR (a sweep with reduce.kind = 'crossover')")
+    if req.x is not None and req.x == req.y:  # a map of one input against itself (polars raised DuplicateError)
+        raise SpecError(f"x={req.x!r} and y={req.y!r}: expected two different columns of the sweep")
     df = req.sweep("crossover_batch", "a sweep with reduce.kind = 'crossover'")
     for name, v in (("x", req.x), ("y", req.y)):
         if v not in df.columns:
@@ -369,7 +377,12 @@ def plot(model, load, kind: Annotated[PlotKind, typer.Argument(help="What to dra
     if kind == "sensitivity" and data["elasticity"].abs().max() == 0:
         raise SpecError("plot sensitivity: every elasticity is 0 or undefined; nothing written")
     paths = plots.save(fig, out)
+    hidden = data.filter(~data["shown"]).height if "shown" in data.columns else 0
+    said = fig.texts[-1].get_text() if hidden and fig.texts else None  # what the figure says it left out
     if as_json:
-        print_json(dict(files=[str(p) for p in paths], rows=data.height, columns=data.columns))
+        print_json(dict(files=[str(p) for p in paths], rows=data.height, columns=data.columns,
+                        series_not_shown=hidden, not_shown=said))
     else:
         print(f"wrote {', '.join(str(p) for p in paths)} ({data.height} data rows)")
+        if hidden:
+            print(f"{hidden} of {data.height} series not drawn ({said})")

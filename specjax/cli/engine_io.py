@@ -39,8 +39,12 @@ def ingest(files: Files,
            as_json: Json = False):
     """Read engine metrics, logs, iteration stats or benchmark results into a CSV: acceptance per batch
     (tau, per-position rates) or measurement rows for `specjax validate` and `calibrate`."""
+    from ..outputs import io
+
     for f in files:
         _ingest.check_readable(f)
+    io.refuse_input(out, files)
+    io.refuse_repeated(files)
     formats = {value(fmt)} if fmt else {_ingest.detect(f) for f in files}
     if len(formats) > 1:
         raise SpecError(f"files of several formats ({', '.join(sorted(formats))}); ingest one format at a time")
@@ -49,7 +53,19 @@ def ingest(files: Files,
     engine, kind = record.engine, record.gives
     if kind == _ingest.ACCEPTANCE:
         rows = _ingest.acceptance(files, form)
+        given = [f for f, v, default in (("--target", target, None), ("--hardware", hardware, None),
+                                          ("--drafter", drafter, None), ("--draft", draft, None), ("--tp", tp, 1),
+                                          ("--draft-tp", draft_tp, None), ("--k", k, None),
+                                          ("--weight-dtype", weight_dtype, "bf16")) if v != default]
+        if given:  # they would be ignored: acceptance per batch is the engine's, whatever the model
+            raise SpecError(f"{', '.join(given)}: for benchmark results only; {form} gives acceptance per batch, "
+                            "which takes no model flags (drop them)")
     else:
+        from ..inputs import drafters
+
+        if drafter is not None and drafter not in drafters.names(measurable_only=True):
+            raise SpecError(f"drafter={drafter!r}; expected one of {', '.join(drafters.names(measurable_only=True))} "
+                            "(a measured run has a real drafter)")
         if not (target and hardware and drafter):
             raise SpecError(f"{form} results become measurement rows: give --target, --hardware and --drafter "
                             "(and --draft, --tp as served)")
@@ -107,6 +123,8 @@ def advise(model, load,
     from ..engine import advise as _advise
     from ..engine import emit as _emit
 
+    if draft_id is not None and not draft_id.strip():  # an empty id was dropped for the default one
+        raise SpecError(f"draft_id={draft_id!r}; expected the draft's model id (a Hugging Face repo or a path)")
     sc = scenario(**model)
     engine = value(emit) or (sc.engine if sc.engine in _advise.EMIT else "vllm")
     _emit.parse_version(engine, engine_version)  # a bad version fails before the sweep

@@ -125,6 +125,7 @@ def optimize(model,
              as_json: Json = False):
     """Best draft length k* at each batch that fits, and the batch beyond which speculation should be off."""
     sc = scenario(**model)
+    ignore_memory = model["ignore_memory"]
     batches = batch or [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
     for b in batches:
         catalogue.check("batch", b)
@@ -141,7 +142,8 @@ def optimize(model,
         print(f"\n{r['shapes_searched']} shapes searched per batch (depth 0: no shape pays, switch speculation off)")
         print_inputs(r["inputs"])
         return
-    r = api.optimize(sc, batches, k_max, check_batch_max(batch_max), method=value(method))
+    r = api.optimize(sc, batches, k_max, check_batch_max(batch_max), method=value(method),
+                     ignore_memory=ignore_memory)
     if as_json:
         print_json(r)
         return

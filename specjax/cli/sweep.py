@@ -39,6 +39,10 @@ def sweep(spec_file: Annotated[str, typer.Argument(metavar="SPEC", help="Sweep s
         jax.config.update("jax_enable_x64", True)
     if process_id >= num_processes:
         raise SpecError(f"process_id={process_id}; expected 0 <= process_id < num_processes={num_processes}")
+    if coordinator is not None and num_processes == 1:  # it was ignored: a one-process run coordinates nothing
+        check_coordinator(coordinator)
+        raise SpecError(f"coordinator={coordinator!r} is for a multi-process run; give --num-processes N (> 1) "
+                        "and --process-id, or drop --coordinator")
     if num_processes > 1:
         if not coordinator:
             raise SpecError("num_processes > 1 needs --coordinator host:port")

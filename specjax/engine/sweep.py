@@ -60,6 +60,9 @@ def preflight(spec, out, resume=False, overwrite=False, num_processes=1):
     an identical `_spec.toml` counts as this run's own (finished chunks are skipped).
     Returns the existing part files."""
     out = pathlib.Path(out)
+    if resume and overwrite:  # the run replaced everything: --resume was silently dropped
+        raise SpecError("--resume and --overwrite contradict each other (continue the earlier sweep, or replace "
+                        "it); give one of them")
     resume = resume or num_processes > 1
     spec_file = out / "_spec.toml"
     foreign = foreign_entries(out)
@@ -124,12 +127,15 @@ def run(spec, out, *, resume=False, overwrite=False, n_devices=None, process_id=
         raise SpecError(f"{spec.rows_per_combo} rows per combination need 64-bit indices; run with --x64")
     p = _plan.plan(spec, n_devices, process_id, num_processes)
     check_memory(spec, p)
+    if out.exists() and not out.is_dir():  # mkdir would say only "File exists"
+        raise SpecError(f"out={str(out)!r} is a file, not a directory; a sweep writes a directory of results")
+    created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise SpecError(f"cannot create output directory {str(out)!r}: {e.strerror}") from None
     lock_name = io.LOCK if num_processes == 1 else f"{io.LOCK}.{process_id}"
-    with io.locked(out, lock_name):
+    with io.locked(out, lock_name, created=created):
         spec_file = out / "_spec.toml"
         existing = preflight(spec, out, resume, overwrite and process_id == 0, num_processes)
         if num_processes == 1:  # we hold the only lock: our temporaries of a killed writer are garbage

@@ -7,10 +7,9 @@ Parameters are weight matrices only (docs/model.md §2.8): biases, norms and sin
 """
 
 import dataclasses
-import json
 import pathlib
 
-from ..errors import SpecError, field_error, read_text
+from ..errors import SpecError, field_error, parse_json, read_text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -354,8 +353,4 @@ def _max_context(cfg, source):
 def load_json(path):
     """Read and parse a config.json, turning every failure into a one-line `SpecError`."""
     path = pathlib.Path(path)
-    text = read_text(path, "model config", 4 << 20)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise SpecError(f"malformed JSON in {str(path)!r}: {e.msg} at line {e.lineno} column {e.colno}") from None
+    return parse_json(read_text(path, "model config", 4 << 20), f"model config {str(path)!r}")

@@ -79,12 +79,17 @@ def _no_expert_dtype(dts):
 
 
 def _same_vocab(target, draft, what="a draft model"):
-    """Drafts are proposed and verified as token ids of one vocabulary: the head's vocab_size must be the
-    target's (an EAGLE-3 head's smaller draft_vocab_size maps into it). Checked for EAGLE heads; a separate
-    draft model is costed by its own vocabulary (the presets pair Mixtral-8x22B's 32,768 with 8x7B's 32,000)."""
+    """Drafts are proposed and verified as token ids of one vocabulary: the draft's vocab_size must be the
+    target's (an EAGLE-3 head's smaller draft_vocab_size maps into it). Checked for EAGLE heads and separate
+    draft models alike: vLLM asserts equal vocabulary sizes (its draft-model worker), SGLang's STANDALONE
+    mode refuses differing vocabularies (sgl-project/sglang#23838), llama.cpp too; token translation between
+    vocabularies (TLI, Universal Assisted Generation) is not in those engines and not modelled. A pair that
+    only pads one tokenizer to another size (Qwen2.5 0.5B's 151,936 beside 32B's 152,064) is refused as the
+    engines refuse it: give the draft a config with the target's vocab_size, as a deployment must."""
     if draft.vocab != target.vocab:
         raise field_error("draft", draft.name, f"{what} with vocab_size {target.vocab} like the target {target.name} "
-                          f"(this one has {draft.vocab}: another tokenizer)", draft.source)
+                          f"(this one has {draft.vocab}: another tokenizer, whose token ids the target cannot "
+                          "verify; vLLM and SGLang refuse such a pair)", draft.source)
 
 
 def _same_hidden_size(target, head):
@@ -102,7 +107,8 @@ def _eagle(target, head, dts):
 
 
 register(DrafterKind("model", "a separate draft model (--draft: its config.json or slug)",
-                     lambda target, draft, dts: _models.target(draft, **_no_expert_dtype(dts)), needs_draft=True))
+                     lambda target, draft, dts: _models.target(draft, **_no_expert_dtype(dts)), needs_draft=True,
+                     check_pair=_same_vocab))
 register(DrafterKind("eagle", "an EAGLE-1 / EAGLE-3 head on the target's hidden states (--draft: the head)",
                      _eagle, needs_draft=True, check_pair=_same_hidden_size))
 register(DrafterKind("mtp", "the target's own MTP layer, reused autoregressively",

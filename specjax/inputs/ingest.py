@@ -118,22 +118,28 @@ def _join(values):
 
 # ---- reading inputs once ---------------------------------------------------------------------------
 
-_STREAMS = {}  # path -> bytes of a pipe or device already read (it cannot be read twice)
+_STREAMS = {}  # (path, device, inode) -> bytes of a pipe or device already read (it cannot be read twice)
+
+
+def _stream_key(st, path):
+    """A pipe's cache key: its name and the pipe itself (`/dev/stdin` or `/dev/fd/5` of a later pipe in the
+    same process is another stream, not the bytes read before)."""
+    return str(path), st.st_dev, st.st_ino
 
 
 def _open(path):
     """A binary file object of `path`: the file itself, or the bytes of a pipe or device read once
     (bounded), so that detection and reading see the same data. One-line errors for a missing file, a
     directory, an unreadable path."""
-    key = str(path)
-    if key in _STREAMS:
-        return io.BytesIO(_STREAMS[key])
     try:
         st = os.stat(path)
         if stat.S_ISDIR(st.st_mode):
             raise SpecError(f"{path}: a directory; expected an engine log, metrics, stats or benchmark file")
         if stat.S_ISREG(st.st_mode):
             return open(path, "rb")
+        key = _stream_key(st, path)
+        if key in _STREAMS:
+            return io.BytesIO(_STREAMS[key])
         with open(path, "rb") as f:
             data = f.read(MAX_STREAM_BYTES + 1)
     except FileNotFoundError:
@@ -147,8 +153,9 @@ def _open(path):
 
 
 def _size(path):
-    key = str(path)
-    return len(_STREAMS[key]) if key in _STREAMS else os.stat(path).st_size
+    st = os.stat(path)
+    key = _stream_key(st, path)
+    return len(_STREAMS[key]) if key in _STREAMS else st.st_size
 
 
 def _lines(path):
@@ -677,6 +684,9 @@ def measurement_rows(pairs, fmt, target, hardware, drafter, draft=None, tp=1, k=
     engine = get(fmt).engine
     rows = []
     for base, sd in pairs:
+        if k is not None and sd.k and sd.k != k:  # --k was dropped for the result's own draft length
+            raise _err(sd.path, sd.line, f"the result's draft length is {sd.k}, not --k {k}; drop --k (it is for "
+                       "results without a draft length)")
         kk = sd.k or k
         if kk is None:
             raise _err(sd.path, sd.line, "no draft length in the result; give --k")

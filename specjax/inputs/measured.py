@@ -273,11 +273,27 @@ def row_from_cells(p, line, r, model_slugs, hw_slugs):
                **times, **layout, **rate)
 
 
+def _no_duplicate_columns(text, p):
+    """A header naming a column twice is refused by name (polars renames the second `series_duplicated_0`,
+    which then reads as an unknown column nobody wrote)."""
+    import csv as _csv
+
+    header = next(_csv.reader([text.lstrip("\ufeff").split("\n", 1)[0].rstrip("\r")]), [])
+    seen = {}
+    for i, name in enumerate(header, 1):
+        if not name.strip():
+            raise SpecError(f"{p}: column {i} of the header has no name (a trailing comma?); expected a column name")
+        if name in seen:
+            raise SpecError(f"{p}: column {name!r} given twice (columns {seen[name]} and {i}); expected each once")
+        seen[name] = i
+
+
 def load(path):
     """Read and validate a measurements CSV; returns a list of `Row` (unsupported rows included, with
     their reason). Raises `SpecError` for a malformed file or value, or when no row is supported."""
     p = pathlib.Path(path)
     text = read_text(p, "measurements file", MAX_BYTES)
+    _no_duplicate_columns(text, p)
     try:
         df = pl.read_csv(text.encode(), infer_schema=False, truncate_ragged_lines=False)
     except Exception as e:  # polars raises several types for malformed CSV

@@ -1,9 +1,8 @@
 """Preset-or-file resolution and TOML reading, shared by hardware and engine files."""
 
 import pathlib
-import tomllib
 
-from ..errors import SpecError, path_exists, read_text, unknown_name
+from ..errors import parse_toml, path_exists, read_text, unknown_name
 
 
 def read_toml(name_or_path, kind, preset_dir, slugs):
@@ -18,7 +17,4 @@ def read_toml(name_or_path, kind, preset_dir, slugs):
     else:
         slug = path.stem
     text = read_text(path, f"{kind} file", 1 << 20)
-    try:
-        return tomllib.loads(text), slug, str(path)
-    except tomllib.TOMLDecodeError as e:
-        raise SpecError(f"cannot read {kind} file {str(path)!r}: malformed TOML: {str(e).splitlines()[0]}") from None
+    return parse_toml(text, f"{kind} file {str(path)!r}"), slug, str(path)

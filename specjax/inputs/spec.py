@@ -13,7 +13,6 @@ import hashlib
 import itertools
 import pathlib
 import re
-import tomllib
 
 import numpy as np
 
@@ -21,7 +20,7 @@ from .. import catalogue
 from . import drafters, engines
 from ..search import reductions as _reductions
 from .dtypes import canonical
-from ..errors import SpecError, field_error, read_text, unknown_name
+from ..errors import SpecError, field_error, parse_toml, read_text, unknown_name
 from .scenario import Scenario
 from ..cost.trees import layout_divides
 TOP_KEYS = {"name", "description", "roofline", "engine", "compute_dtype", "chunk_size", "experts_hold", "hardware",
@@ -356,10 +355,7 @@ def _sensitivity(data, kind, src):
 def from_text(text, source="<spec>"):
     """Parse and validate a sweep spec; raises `SpecError` naming the file and field."""
     src = str(source)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise SpecError(f"malformed TOML in {src}: {e}") from None
+    data = parse_toml(text, src)
     extra = set(data) - TOP_KEYS
     if extra:
         raise unknown_name("top-level key", sorted(extra)[0], TOP_KEYS, src)

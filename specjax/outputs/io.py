@@ -18,7 +18,7 @@ from importlib import metadata as _md
 
 import polars as pl
 
-from ..errors import SpecError
+from ..errors import SpecError, path_exists
 from .finite import finite_frame, json_text
 
 LOCK = ".specjax.lock"
@@ -69,9 +69,14 @@ def write_bytes_atomic(path, data):
 
 def write_parquet_atomic(df, path, meta):
     """Write a polars DataFrame as Parquet with string key-value metadata, atomically; NaN and infinities
-    are written as nulls (`outputs.finite`)."""
-    df = finite_frame(df)
-    _atomic(path, lambda tmp: df.write_parquet(tmp, compression="zstd", statistics=True, metadata=meta))
+    are written as nulls (`outputs.finite`). The file is serialised in memory and written as bytes, so a
+    full disk is the OS's `ENOSPC` ("No space left on device"), not polars' "parquet: File out of
+    specification: Invalid thrift: transport error" (a part is one chunk, a table one file of rows)."""
+    import io as _io
+
+    buf = _io.BytesIO()
+    finite_frame(df).write_parquet(buf, compression="zstd", statistics=True, metadata=meta)
+    write_bytes_atomic(path, buf.getvalue())
 
 
 def write_csv_atomic(df, path):
@@ -97,8 +102,10 @@ def _alive(pid):
 
 
 @contextlib.contextmanager
-def locked(out, name=LOCK):
-    """Hold an exclusive lock file in `out` for the duration; a stale lock (dead pid) is taken over."""
+def locked(out, name=LOCK, created=False):
+    """Hold an exclusive lock file in `out` for the duration; a stale lock (dead pid) is taken over.
+    `created`: the caller made `out` for this run, so a lock that cannot be written removes it again
+    (when empty): a full disk leaves nothing behind."""
     out = pathlib.Path(out)
     path = out / name
     me = f"{socket.gethostname()} {os.getpid()}"
@@ -122,11 +129,52 @@ def locked(out, name=LOCK):
     else:
         raise SpecError(f"cannot take the lock {str(path)!r}")
     try:
-        os.write(fd, me.encode())
-        os.close(fd)
+        try:
+            os.write(fd, me.encode())
+        finally:
+            os.close(fd)
+    except OSError as e:  # a full disk before the sweep starts: the empty lock is removed, nothing was written
+        path.unlink(missing_ok=True)
+        if created:
+            with contextlib.suppress(OSError):
+                out.rmdir()
+        raise SpecError(f"cannot write to output directory {str(out)!r}: {e.strerror or e}") from None
+    try:
         yield
     finally:
         path.unlink(missing_ok=True)
+
+
+def refuse_input(out, inputs, field="out"):
+    """A `SpecError` when `out` is one of a command's input files (`validate rows.csv --out rows.csv`
+    replaced the measurements with the predictions): checked before any work, by file identity (a
+    different spelling of the same file, a link, is the same file)."""
+    if not out or not path_exists(out):
+        return
+    for src in inputs:
+        try:
+            same = src is not None and os.path.samefile(out, src)
+        except (OSError, ValueError):
+            same = False
+        if same:
+            raise SpecError(f"{field}={str(out)!r} is an input of this command ({str(src)!r}); writing it would "
+                            "replace that input: pick another file")
+
+
+def refuse_repeated(paths, what="input file"):
+    """A `SpecError` when one file is given twice (by identity: `a.csv ./a.csv` too): its rows would count
+    twice in every metric."""
+    seen = []
+    for p in paths:
+        for q in seen:
+            try:
+                same = path_exists(p) and path_exists(q) and os.path.samefile(p, q)
+            except (OSError, ValueError):
+                same = False
+            if same:
+                raise SpecError(f"{what} {str(p)!r} given twice (also as {str(q)!r}); its rows would count twice: "
+                                "give each file once")
+        seen.append(p)
 
 
 def make_parent(path, field="out"):

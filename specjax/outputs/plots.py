@@ -88,18 +88,79 @@ def _label(key, names):
                       (f"{LABELS[n]}={v}" if LABELS.get(n) else str(v))) for n, v in zip(names, key))
 
 
+def _series_row(label, g):
+    """The data-table row of one speedup series: its crossings, dips, best speedup, first batch that
+    does not fit."""
+    b, s = g["batch_seqs"].to_numpy(), g["speedup"].to_numpy()
+    feasible = g["status"].cast(pl.String).to_numpy() == Point.OK.label
+    b_off, first, dips = crossings(b, s)
+    return dict(series=label, crossover_batch=b_off, first_crossing_batch=first, dips=len(dips),
+                max_speedup=float(np.nanmax(s)),
+                first_infeasible_batch=float(b[np.argmax(~feasible)]) if (~feasible).any() else None, points=len(b))
+
+
+MAX_LINES, MAX_PANELS = 8, 12  # a speedup panel's lines (and legend entries), a figure's panels
+
+
+def _n(df, cols):
+    return df.select(cols).unique().height if cols else 1
+
+
+def facets(df, keys, extra, max_lines=MAX_LINES, max_panels=MAX_PANELS):
+    """How a speedup figure splits its series: (panel columns, kept values of thinned columns, note).
+
+    Panels by hardware/pair once there are more than `max_lines` series, then by the varying input with
+    the fewest values (alpha, k, context) while a panel would still hold more than `max_lines` lines. What
+    is still too many (more than `max_panels` panels or `max_lines` lines) is thinned: the column with
+    the most values keeps evenly spaced ones, its first and last included, and the note says which (every
+    series is still in the figure's data table, `shown` false)."""
+    series = keys + extra
+    panel = keys if _n(df, series) > max_lines and _n(df, keys) > 1 else []
+
+    def lines(d, pk):
+        rest = [c for c in series if c not in pk]
+        return d.group_by(pk or [pl.lit(0)]).agg(pl.struct(rest).n_unique().alias("n"))["n"].max() if rest else 1
+
+    while lines(df, panel) > max_lines:
+        fits = [c for c in extra if c not in panel and _n(df, panel + [c]) <= max_panels]
+        if not fits:
+            break
+        panel = panel + [min(fits, key=lambda c: (lines(df, panel + [c]) > max_lines, _n(df, panel + [c])))]
+    kept, view = {}, df
+    while _n(view, panel) > max_panels or lines(view, panel) > max_lines:
+        if _n(view, panel) > max_panels:  # too many panels: thin a panel column, else a line column
+            over, many, limit = panel, _n(view, panel), max_panels
+        else:
+            over, many, limit = [c for c in series if c not in panel], lines(view, panel), max_lines
+        col = max(over, key=lambda c: view[c].n_unique())
+        values = view[col].unique().sort().to_list()
+        if len(values) < 3:
+            break
+        m = min(len(values) - 1, max(2, len(values) * limit // many))
+        keep = [values[i] for i in sorted({round(x) for x in np.linspace(0, len(values) - 1, m)})]
+        kept[col] = keep
+        view = view.filter(pl.col(col).is_in(keep))
+    note = "; ".join(f"{LABELS.get(c) or c}: {len(v)} of {df[c].n_unique()} values shown "
+                     f"({', '.join(f'{x:g}' if isinstance(x, float) else str(x) for x in v)})" for c, v in kept.items())
+    return panel, kept, note
+
+
 def speedup_figure(df, title="Speculative-decoding speedup vs batch"):
     """Speedup vs batch (log), one line per hardware/pair and varying input (alpha, k, context), 1.0
     line, the switch-off batch B_off marked on each line and given in its legend label, dips shaded,
-    memory-infeasible parts dashed. More than 8 lines: one panel per hardware/pair; within a panel
-    colours and then line styles tell the series apart; legends sit outside the axes."""
+    memory-infeasible parts dashed. At most `MAX_LINES` lines (and legend entries) a panel and
+    `MAX_PANELS` panels (`facets`: panels by hardware/pair, then by inputs; beyond, evenly spaced values
+    of the busiest input, said in the figure and in the table's `shown` column); within a panel colours
+    and then line styles tell the series apart; legends sit outside the axes."""
     keys = [c for c in ("hardware", "pair") if c in df.columns and df[c].n_unique() > 1]
     extra = [c for c in ("alpha", "k_tokens", "context_tokens") if c in df.columns and df[c].n_unique() > 1]
     if not keys + extra:
         keys = [c for c in ("pair",) if c in df.columns]
     df = df.sort(keys + extra + ["batch_seqs"])
-    n_series = df.select(keys + extra).unique().height
-    panel_keys = keys if n_series > 8 and df.select(keys).unique().height > 1 else []
+    panel_keys, kept, note = facets(df, keys, extra)
+    full = df
+    for c, v in kept.items():
+        df = df.filter(pl.col(c).is_in(v))
     panels = list(df.group_by(panel_keys, maintain_order=True)) if panel_keys else [((), df)]
     ncols = min(len(panels), 2)
     nrows = -(-len(panels) // ncols)
@@ -110,7 +171,8 @@ def speedup_figure(df, title="Speculative-decoding speedup vs batch"):
     for ax, (pkey, pdf) in zip(axes.ravel(), panels):
         series_keys = [c for c in keys + extra if c not in panel_keys]
         few = pdf.select(series_keys).unique().height <= 3  # few lines: label B_off and the dips in the axes
-        for j, (key, g) in enumerate(pdf.group_by(series_keys, maintain_order=True)):
+        groups = pdf.group_by(series_keys, maintain_order=True) if series_keys else [((), pdf)]
+        for j, (key, g) in enumerate(groups):
             label = _label(key, series_keys) or "speedup"
             color, ls = OKABE_ITO[j % len(OKABE_ITO)], LINESTYLES[(j // len(OKABE_ITO)) % len(LINESTYLES)]
             b, s = g["batch_seqs"].to_numpy(), g["speedup"].to_numpy()
@@ -130,11 +192,7 @@ def speedup_figure(df, title="Speculative-decoding speedup vs batch"):
                 if few:
                     ax.annotate(f"B_off = {b_off:,.0f}", (b_off, 1.0), textcoords="offset points",
                                 xytext=(6, 6 + 11 * j), color=color, fontsize=8)
-            rows.append(dict(series=_label(tuple(pkey) + tuple(key), panel_keys + series_keys),
-                             crossover_batch=b_off, first_crossing_batch=first, dips=len(dips),
-                             max_speedup=float(np.nanmax(s)),
-                             first_infeasible_batch=float(b[np.argmax(~feasible)]) if (~feasible).any() else None,
-                             points=len(b)))
+            rows.append(_series_row(_label(tuple(pkey) + tuple(key), panel_keys + series_keys), g))
         ax.axhline(1.0, color="black", lw=1, alpha=0.7)
         ax.set_xscale("log")
         _style(ax, "decode batch (sequences, log scale)", "speedup (SD / no SD)",
@@ -145,7 +203,15 @@ def speedup_figure(df, title="Speculative-decoding speedup vs batch"):
         ax.set_visible(False)
     if panel_keys:
         fig.suptitle(title)
-    return fig, pl.DataFrame(rows)
+    table = pl.DataFrame(rows).with_columns(shown=pl.lit(True))
+    if kept:  # the series left out of the figure: in the table, with their crossings, shown false
+        order = panel_keys + [c for c in keys + extra if c not in panel_keys]  # as the shown rows are named
+        hidden = full.join(df.select(order).unique(), on=order, how="anti")
+        more = [dict(_series_row(_label(key, order), g), shown=False)
+                for key, g in hidden.group_by(order, maintain_order=True)]
+        table = pl.concat([table, pl.DataFrame(more, schema=table.schema)])
+        fig.text(0.5, 0.0, f"{note}; every series is in the data table", ha="center", va="top", fontsize=8)
+    return fig, table
 
 
 def crossover_map_figure(df, x, y, title="Switch-off batch B_off"):

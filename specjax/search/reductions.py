@@ -51,7 +51,8 @@ class Reduction:
       serving: a serving-load reduction (docs/model.md §10): needs input_len and output_len; other reductions
         refuse the load inputs. needs_qps: the spec must give a request rate; needs_concurrency: clients.
       summary: (column, (aggregations...)) pairs a summary reports per (hardware, pair).
-      share_of: statuses whose share of rows a summary reports.
+      share_of: statuses whose share of rows a summary reports: every status of `status_type` (each is
+        declared once, in `cost.status`; `sd_does_not_fit` and `invalid_input` rows are counted too).
     """
 
     name: str
@@ -184,8 +185,7 @@ register(Reduction("crossover", _crossover_kernel, Curve, per_row=lambda spec: s
                    searches=("batch",), sensitivity=True,
                    summary=(("crossover_batch", ("min", "median", "max")), ("beyond_memory", ("mean",)),
                             ("speedup_at_max_batch", ("median",))),
-                   share_of=(Curve.STOPS_PAYING, Curve.HELPS_THROUGHOUT, Curve.NEVER_HELPS,
-                             Curve.HURTS_AT_SMALL_BATCH, Curve.HELPS_WITH_DIPS)))
+                   share_of=tuple(Curve)))
 register(Reduction("best_k", _best_k, Point, per_row=lambda spec: spec.k_max, searches=("k",), needs_batch=True,
                    summary=(("speedup_k_star", ("min", "max")),)))
 register(Reduction("max_speedup", _max_speedup, Point, per_row=lambda spec: len(spec.axes["batch"]),
@@ -193,15 +193,14 @@ register(Reduction("max_speedup", _max_speedup, Point, per_row=lambda spec: len(
 register(Reduction("serve", _serve, Serving, per_row=lambda spec: 2 * _serving.solve_steps(jnp.float32),
                    searches=("batch", "context"), serving=True, needs_qps=True,
                    summary=(("speedup_tpot", ("min", "median", "max")),),
-                   share_of=(Serving.OK, Serving.SD_SATURATED, Serving.BASE_SATURATED, Serving.BOTH_SATURATED)))
+                   share_of=tuple(Serving)))
 register(Reduction("switch_off_qps", _switch_off_qps, Curve,
                    per_row=lambda spec: _serving.N_GRID * 2 * _serving.solve_steps(jnp.float32),
                    searches=("batch", "qps", "context"), serving=True, sensitivity=True,
                    summary=(("switch_off_qps", ("min", "median", "max")), ("max_qps_sd", ("median",))),
-                   share_of=(Curve.STOPS_PAYING, Curve.HELPS_THROUGHOUT, Curve.NEVER_HELPS,
-                             Curve.HURTS_AT_SMALL_BATCH, Curve.HELPS_WITH_DIPS)))
+                   share_of=tuple(Curve)))
 register(Reduction("serve_concurrency", _serve_concurrency, Closed,
                    per_row=lambda spec: 2 * _concurrency.solve_steps(jnp.float32),
                    searches=("batch", "context", "qps"), serving=True, needs_concurrency=True,
                    summary=(("ratio_e2e", ("min", "median", "max")),),
-                   share_of=(Closed.OK, Closed.SD_QUEUED, Closed.BASE_QUEUED, Closed.BOTH_QUEUED)))
+                   share_of=tuple(Closed)))
