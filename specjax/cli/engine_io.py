@@ -83,8 +83,9 @@ def advise(model, load,
            emit: Annotated[Optional[EmitChoice], typer.Option(help="Engine whose configuration to print (default: "
                                                                    "--engine, if it is one of them).")] = None,
            engine_version: Annotated[Optional[str], typer.Option(
-               help="Engine version the configuration is for (vLLM default 0.29, SGLang 0.5.20, TensorRT-LLM "
-                    "1.3): the emitted keys are what that version reads as meant.")] = None,
+               help="Engine version the configuration is for (default: the engine profile's engine_version when "
+                    "the profile is for this engine, else vLLM 0.29, SGLang 0.5.20, TensorRT-LLM 1.3): the emitted "
+                    "keys are what that version reads as meant.")] = None,
            draft_id: Annotated[Optional[str], typer.Option(
                help="What the engine loads as the draft (Hugging Face id or directory; default: the draft "
                     "preset's Hugging Face id).")] = None,
@@ -109,6 +110,10 @@ def advise(model, load,
 
     sc = scenario(**model)
     engine = value(emit) or (sc.engine if sc.engine in _advise.EMIT else "vllm")
+    if engine_version is None:  # the version the engine profile was measured on, when it is for this engine
+        from ..inputs import engines as _engines
+
+        engine_version = _engines.load(sc.engine).version_for(engine)
     _emit.parse_version(engine, engine_version)  # a bad version fails before the sweep
     cap_source = "given"
     if max_num_seqs is None:  # the engine's scheduler default on this GPU (`inputs.scheduler`)
