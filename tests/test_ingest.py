@@ -384,3 +384,116 @@ def test_time_is_linear_in_the_input(tmp_path, fmt, unit, lines):
         p.write_text(body if lines else body + "\n")
         cost[size] = _cost(p, fmt)
     assert cost[900_000] < 35 * max(cost[90_000], 1e-4), cost
+
+
+# ---- the spec-decode counters the engines added since: SGLang and TensorRT-LLM /metrics -----------------
+# SGLang: python/sglang/srt/metrics/collector.py (SchedulerMetricsCollector, sgl-project/sglang main, commit
+# 00ae9c1590d2, 2026): Gauge "sglang:spec_accept_length" ("The average acceptance length of speculative
+# decoding"), Gauge "sglang:spec_accept_rate", Gauge "sglang:num_running_reqs", labels model_name,
+# engine_type, tp_rank, pp_rank (dp_rank with attention DP). TensorRT-LLM: tensorrt_llm/metrics/collector.py
+# (MetricsCollector, metric_prefix "trtllm_", NVIDIA/TensorRT-LLM main 2026): Counters
+# "trtllm_spec_decode_num_draft_tokens_total" / "..._num_accepted_tokens_total" (log_iteration_stats:
+# specDecodingStats.numDraftTokens / numAcceptedTokens), "trtllm_spec_decode_drafted_tokens_total" /
+# "trtllm_spec_decode_accepted_tokens_total" with label token_position (0-based, log_request_metrics_dict:
+# per-request SPEC_DEC_DRAFTED_PER_POS / ACCEPTED_PER_POS), Gauges "trtllm_spec_decode_acceptance_length",
+# "trtllm_num_generation_requests" (inflightBatchingStats.numGenRequests), info gauge
+# "trtllm_speculative_config_info" with label spec_num_tokens.
+
+SGL_PROM = """# HELP sglang:num_running_reqs The number of running requests.
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{engine_type="unified",model_name="qwen",pp_rank="0",tp_rank="0"} 16.0
+sglang:num_running_reqs{engine_type="unified",model_name="qwen",pp_rank="0",tp_rank="1"} 16.0
+# HELP sglang:spec_accept_length The average acceptance length of speculative decoding.
+# TYPE sglang:spec_accept_length gauge
+sglang:spec_accept_length{engine_type="unified",model_name="qwen",pp_rank="0",tp_rank="0"} 2.75
+sglang:spec_accept_length{engine_type="unified",model_name="qwen",pp_rank="0",tp_rank="1"} 2.75
+# HELP sglang:spec_accept_rate The average acceptance rate of speculative decoding (`accepted tokens / total draft tokens` in batch).
+# TYPE sglang:spec_accept_rate gauge
+sglang:spec_accept_rate{engine_type="unified",model_name="qwen",pp_rank="0",tp_rank="0"} 0.583
+"""
+
+
+def test_sglang_scrape_accept_length_gauge(tmp_path):
+    """Two TP ranks report the same interval: accept length 2.75 at 16 running requests each; a gauge is a
+    mean with no counts, so each label set weighs 1 (like a log line): tau 2.75, batch 16, k unknown."""
+    p = tmp_path / "sgl.prom"
+    p.write_text(SGL_PROM)
+    assert ingest.detect(p) == "sglang-metrics"
+    (row,) = ingest.acceptance([p], "sglang-metrics")
+    assert (row["batch"], row["batch_from"], row["intervals"], row["k"]) == (16, "scrape", 2, None)
+    assert row["accepted_length"] == pytest.approx(2.75) and row["engine"] == "sglang"
+    off = tmp_path / "off.prom"  # the gauge's default before any speculative decode (or speculation off)
+    off.write_text(SGL_PROM.replace("} 2.75", "} 0.0"))
+    with pytest.raises(SpecError, match="sglang:spec_accept_length is 0"):
+        ingest.acceptance([off], "sglang-metrics")
+    bad = tmp_path / "bad.prom"
+    bad.write_text(SGL_PROM.replace("} 2.75", "} 0.5", 1))
+    with pytest.raises(SpecError, match=r"line 7: sglang:spec_accept_length = '0.5'; expected a number in \[1, 65\]"):
+        ingest.acceptance([bad], "sglang-metrics")
+    twice = tmp_path / "twice.prom"
+    twice.write_text(SGL_PROM + SGL_PROM)
+    with pytest.raises(SpecError, match="a second time"):
+        ingest.acceptance([twice], "sglang-metrics")
+
+
+def _trt(drafted, accepted, gen=24, k=3, totals=None):
+    lines = ["# HELP trtllm_speculative_config_info Speculative decoding configuration info",
+             "# TYPE trtllm_speculative_config_info gauge",
+             f'trtllm_speculative_config_info{{model_name="llama",spec_enabled="True",spec_method="Eagle3",'
+             f'spec_num_tokens="{k}"}} 1.0',
+             "# TYPE trtllm_num_generation_requests gauge",
+             f'trtllm_num_generation_requests{{model_name="llama"}} {gen}']
+    for name, vals in (("drafted", drafted), ("accepted", accepted)):
+        lines.append(f"# TYPE trtllm_spec_decode_{name}_tokens counter")
+        lines += [f'trtllm_spec_decode_{name}_tokens_total{{model_name="llama",token_position="{i}"}} {v}'
+                  for i, v in enumerate(vals)]
+        lines += [f'trtllm_spec_decode_{name}_tokens_created{{model_name="llama",token_position="{i}"}} 1.78e9'
+                  for i in range(len(vals))]
+    for name, v in (totals or {}).items():
+        lines += [f"# TYPE trtllm_spec_decode_num_{name}_tokens counter",
+                  f'trtllm_spec_decode_num_{name}_tokens_total{{model_name="llama"}} {v}']
+    return "\n".join(lines) + "\n"
+
+
+def test_trtllm_scrape_per_position_and_two_scrapes(tmp_path):
+    """Per position: 400 rounds drafted at each of 3 positions, 300, 180, 90 accepted: tau = 1 + 570 / 400 =
+    2.425, rates 0.75, 0.45, 0.225, batch 24 (numGenRequests of the last iteration). Two scrapes: the
+    difference (400 -> 1000 rounds: 600, with 450, 270, 135 accepted more: tau 1 + 855 / 600 = 2.425)."""
+    a, b = tmp_path / "a.prom", tmp_path / "b.prom"
+    a.write_text(_trt([400, 400, 400], [300, 180, 90]))
+    b.write_text(_trt([1000, 1000, 1000], [750, 450, 225], gen=30))
+    assert ingest.detect(a) == "trtllm-metrics"
+    (row,) = ingest.acceptance([a], "trtllm-metrics")
+    assert (row["batch"], row["batch_from"], row["k"], row["drafts"]) == (24, "scrape", 3, 400)
+    assert row["accepted_length"] == pytest.approx(1 + 570 / 400) and row["position_rates"] == "0.7500,0.4500,0.2250"
+    (d,) = ingest.acceptance([a, b], "trtllm-metrics")
+    assert (d["batch"], d["drafts"], d["accepted_length"]) == (30, 600, pytest.approx(1 + 855 / 600))
+    with pytest.raises(SpecError, match="fell from 1000 to 400"):
+        ingest.acceptance([b, a], "trtllm-metrics")
+
+
+def test_trtllm_scrape_iteration_counters_need_k(tmp_path):
+    """Without per-position counters (return_perf_metrics off): 1200 draft tokens over k = 3 (spec_num_tokens)
+    are 400 rounds, 570 accepted: tau 2.425, no rates. Without the config info there is no k: refused."""
+    p = tmp_path / "it.prom"
+    p.write_text(_trt([], [], totals={"draft": 1200, "accepted": 570}))
+    (row,) = ingest.acceptance([p], "trtllm-metrics")
+    assert (row["k"], row["drafts"], row["position_rates"]) == (3, 400, "")
+    assert row["accepted_length"] == pytest.approx(2.425)
+    p.write_text("\n".join(t for t in _trt([], [], totals={"draft": 1200, "accepted": 570}).splitlines()
+                           if "config_info" not in t) + "\n")
+    with pytest.raises(SpecError, match="needs k: no trtllm_speculative_config_info"):
+        ingest.acceptance([p], "trtllm-metrics")
+
+
+@pytest.mark.parametrize("drafted,accepted,msg", [
+    ([400, 400, 400], [300, 350, 90], "non-increasing rates"),  # position 1 accepted more often than 0
+    ([400, 400, 400], [500, 180, 90], "above trtllm_spec_decode_drafted_tokens_total = 400"),
+    ([400, 400, 400], [300, 180, "inf"], "expected a finite number >= 0"),
+])
+def test_impossible_trtllm_scrapes_are_refused(tmp_path, capsys, drafted, accepted, msg):
+    p = tmp_path / "x.prom"
+    p.write_text(_trt(drafted, accepted))
+    code, _, err = run(capsys, ["ingest", str(p), "--out", str(tmp_path / "o.csv")])
+    assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "o.csv").exists()

@@ -481,17 +481,27 @@ def _sample(text):
     return name, labels, parts[0]
 
 
-def _position(labels):
-    i = labels.find('position="')
-    if i < 0:
+def _label(labels, key):
+    """The value of label `key` in a `{a="x",b="y"}` label text, or None (split, no regular expression)."""
+    for item in labels.strip("{}").split(","):
+        k, sep, v = item.partition("=")
+        if sep and k.strip() == key:
+            return v.strip().strip('"')
+    return None
+
+
+def _position(labels, key="position"):
+    word = _label(labels, key)
+    if word is None:
         return None
-    word = labels[i + len('position="'):].split('"', 1)[0]
     return int(word) if word.isdigit() and len(word) <= 3 else -1
 
 
-def _scrape(path):
-    """Counters of one Prometheus scrape: totals summed over label sets (engines), per position."""
-    vals, per_pos, running, seen = {}, {}, None, set()
+def _prom_samples(path, prefix):
+    """(line, name, labels, value) of each sample of a Prometheus scrape whose name starts with `prefix`:
+    values finite and >= 0 (counters and gauges of counts), a sample twice refused (two scrapes pasted
+    into one file), a line that is no sample refused."""
+    seen = set()
     for n, text in _lines(path):
         if not text.strip() or text.startswith("#"):
             continue
@@ -499,7 +509,7 @@ def _scrape(path):
         if s is None:
             raise _err(path, n, "not a Prometheus sample line (name{labels} value)")
         name, labels, value = s
-        if not name.startswith("vllm:"):
+        if not name.startswith(prefix):
             continue
         v = _float(value)
         if v is None or v < 0:  # counters and the running gauge are finite counts
@@ -508,6 +518,13 @@ def _scrape(path):
             raise _err(path, n, f"{name}{labels} a second time (two scrapes in one file?); give each scrape as "
                                 "its own file (before, after)")
         seen.add((name, labels))
+        yield n, name, labels, v
+
+
+def _scrape(path):
+    """Counters of one Prometheus scrape: totals summed over label sets (engines), per position."""
+    vals, per_pos, running = {}, {}, None
+    for n, name, labels, v in _prom_samples(path, "vllm:"):
         if name in COUNTERS:
             vals[name] = vals.get(name, 0.0) + v
         elif name == POS_COUNTER:
@@ -562,6 +579,126 @@ def vllm_metrics(paths):
     t = Totals(batch_from="scrape" if batch else "unknown", tol=1e-6)
     if drafts > 0:
         t.add(drafts, accepted, per_pos, k=math.ceil(draft_tokens / drafts))
+    return {batch: t}
+
+
+# ---- SGLang Prometheus metrics --------------------------------------------------------------------
+
+SGL_ACCEPT = "sglang:spec_accept_length"  # a gauge: the scheduler's accept length over its last log interval
+SGL_RUNNING = "sglang:num_running_reqs"   # a gauge of the same interval, same labels
+
+
+def sglang_metrics(path):
+    """{batch: Totals} from one SGLang `/metrics` scrape (`python/sglang/srt/metrics/collector.py`,
+    `SchedulerMetricsCollector`): per label set (one per scheduler: tp/pp/dp rank) the gauge
+    `sglang:spec_accept_length` (accepted tokens per forward pass, the bonus included: the `accept len` of
+    the decode log line) with `sglang:num_running_reqs` of the same labels as its batch. A gauge is one
+    interval's mean, not counts: each label set weighs 1, like a log line. 0 is the gauge's value before
+    any speculative decode (or with speculation off) and is skipped; a value in (0, 1) is refused."""
+    accept, running = {}, {}
+    for n, name, labels, v in _prom_samples(path, "sglang:"):
+        if name == SGL_ACCEPT:
+            accept[labels] = (n, v)
+        elif name == SGL_RUNNING:
+            running[labels] = v
+    if not accept:
+        raise SpecError(f"{path}: no {SGL_ACCEPT} (SGLang exports it with --enable-metrics; a scrape without it "
+                        "is of another engine or cut short)")
+    out = {}
+    for labels, (n, tau) in accept.items():
+        if tau == 0:
+            continue
+        tau = _value(path, n, SGL_ACCEPT, repr(tau), 1.0, 65.0)
+        b = running.get(labels)
+        batch = int(b) if b and b.is_integer() and b <= 1e8 else None
+        out.setdefault(batch, Totals(batch_from="scrape" if batch else "unknown", tol=1e-6)).add(
+            1.0, tau - 1.0, line=n)
+    return out
+
+
+# ---- TensorRT-LLM Prometheus metrics --------------------------------------------------------------
+
+TRT_DRAFTED_POS = "trtllm_spec_decode_drafted_tokens_total"    # {token_position="i"}: per-request perf metrics
+TRT_ACCEPTED_POS = "trtllm_spec_decode_accepted_tokens_total"  # {token_position="i"}
+TRT_DRAFT = "trtllm_spec_decode_num_draft_tokens_total"        # iteration stats: numDraftTokens summed
+TRT_ACCEPTED = "trtllm_spec_decode_num_accepted_tokens_total"  # iteration stats: numAcceptedTokens summed
+TRT_CONFIG = "trtllm_speculative_config_info"                  # labels spec_num_tokens (k), spec_method, ...
+TRT_GEN = "trtllm_num_generation_requests"                     # gauge: the last iteration's generation requests
+
+
+def _trt_scrape(path):
+    """Counters of one TensorRT-LLM `/prometheus/metrics` scrape, summed over label sets: the per-position
+    drafted and accepted tokens, the iteration totals, k from the speculative config info, the last
+    iteration's generation requests."""
+    drafted, accepted, totals, k, gen = {}, {}, {}, None, None
+    for n, name, labels, v in _prom_samples(path, "trtllm_"):
+        if name in (TRT_DRAFTED_POS, TRT_ACCEPTED_POS):
+            p = _position(labels, "token_position")
+            if p is None or p < 0:
+                raise _err(path, n, f"{name} without token_position=\"i\" (i = 0, 1, ...)")
+            d = drafted if name == TRT_DRAFTED_POS else accepted
+            d[p] = d.get(p, 0.0) + v
+        elif name in (TRT_DRAFT, TRT_ACCEPTED):
+            totals[name] = totals.get(name, 0.0) + v
+        elif name == TRT_CONFIG and _label(labels, "spec_num_tokens") not in (None, "", "None"):
+            k = int(_value(path, n, "spec_num_tokens", _label(labels, "spec_num_tokens"), 1, K_MAX, integer=True))
+        elif name == TRT_GEN:
+            gen = (gen or 0.0) + v
+    for d, name in ((drafted, TRT_DRAFTED_POS), (accepted, TRT_ACCEPTED_POS)):
+        if d and sorted(d) != list(range(len(d))):
+            gap = next(i for i in range(len(d) + 1) if i not in d)
+            raise SpecError(f"{path}: {name} has token positions {', '.join(map(str, sorted(d)))} but not {gap}; "
+                            "expected positions 0..k-1")
+    n_pos = max(len(drafted), len(accepted))
+    return ([drafted.get(i, 0.0) for i in range(n_pos)], [accepted.get(i, 0.0) for i in range(n_pos)], totals, k,
+            gen)
+
+
+def trtllm_metrics(paths):
+    """{batch: Totals} from one TensorRT-LLM scrape (totals since start) or two (their difference). With the
+    per-position counters (`return_perf_metrics`): drafts = drafted tokens at position 0 (every draft
+    round proposes one), per-position rates = accepted at i / drafts, tau = 1 + their sum. Without them:
+    the iteration counters and k from `trtllm_speculative_config_info{spec_num_tokens}`: drafts = draft
+    tokens / k (a fixed draft length). Batch = `trtllm_num_generation_requests` of the last scrape."""
+    if len(paths) > 2:
+        raise SpecError(f"trtllm-metrics takes one scrape or two (before, after); got {len(paths)} files")
+    scrapes = [_trt_scrape(p) for p in paths]
+    drafted, accepted, totals, k, gen = scrapes[-1]
+    label = ", ".join(map(str, paths))
+    if len(scrapes) == 2:
+        d0, a0, t0, _, _ = scrapes[0]
+        for now, before, name in ((drafted, d0, TRT_DRAFTED_POS), (accepted, a0, TRT_ACCEPTED_POS)):
+            for i, (a, b) in enumerate(zip(now, before + [0.0] * (len(now) - len(before)))):
+                if a < b:
+                    raise SpecError(f"{paths[1]}: {name}{{token_position=\"{i}\"}} fell from {b:g} to {a:g} (the "
+                                    "server restarted between the scrapes); scrape twice from one run")
+            now[:] = [a - b for a, b in zip(now, before + [0.0] * (len(now) - len(before)))]
+        for c in totals:
+            if totals[c] < t0.get(c, 0.0):
+                raise SpecError(f"{paths[1]}: {c} fell from {t0[c]:g} to {totals[c]:g} (the server restarted "
+                                "between the scrapes); scrape twice from one run")
+            totals[c] -= t0.get(c, 0.0)
+    batch = int(round(gen)) if gen else None
+    t = Totals(batch_from="scrape" if batch else "unknown", tol=1e-6)
+    if drafted:
+        for i, (a, d) in enumerate(zip(accepted, drafted)):
+            if a > d:
+                raise SpecError(f"{label}: {TRT_ACCEPTED_POS}{{token_position=\"{i}\"}} = {a:g} above "
+                                f"{TRT_DRAFTED_POS} = {d:g}")
+        if drafted[0] > 0:
+            t.add(drafted[0], sum(accepted), accepted, k=len(drafted))
+        return {batch: t}
+    if TRT_DRAFT not in totals or TRT_ACCEPTED not in totals:
+        raise SpecError(f"{label}: no TensorRT-LLM speculative counters ({TRT_DRAFTED_POS}, or {TRT_DRAFT} and "
+                        f"{TRT_ACCEPTED}); a scrape of trtllm-serve /prometheus/metrics with speculation on")
+    if k is None:
+        raise SpecError(f"{label}: {TRT_DRAFT} without per-position counters needs k: no {TRT_CONFIG} with "
+                        "spec_num_tokens in the scrape (enable return_perf_metrics for the per-position counters)")
+    draft_tokens, acc = totals[TRT_DRAFT], totals[TRT_ACCEPTED]
+    if acc > draft_tokens:
+        raise SpecError(f"{label}: {acc:g} accepted tokens above {draft_tokens:g} draft tokens")
+    if draft_tokens > 0:
+        t.add(draft_tokens / k, acc, k=k)
     return {batch: t}
 
 
@@ -884,6 +1021,14 @@ register(Format("vllm-metrics", "vllm", ACCEPTANCE,
                 lambda head: "vllm:spec_decode_num_drafts" in head or "# TYPE vllm:" in head,
                 lambda paths: [(", ".join(map(str, paths)), vllm_metrics(paths))],
                 "vLLM Prometheus scrape (one: totals; two: their difference)"))
+register(Format("sglang-metrics", "sglang", ACCEPTANCE, lambda head: SGL_ACCEPT in head or "# TYPE sglang:" in head,
+                per_file(sglang_metrics), "SGLang Prometheus scrape (sglang:spec_accept_length per scheduler)",
+                empty="sglang:spec_accept_length is 0 (no speculative decode yet, or speculation off)"))
+register(Format("trtllm-metrics", "trtllm", ACCEPTANCE,
+                lambda head: "trtllm_spec_decode_" in head or "# TYPE trtllm_" in head,
+                lambda paths: [(", ".join(map(str, paths)), trtllm_metrics(paths))],
+                "TensorRT-LLM /prometheus/metrics scrape (one: totals; two: their difference)",
+                empty="no draft tokens counted (speculation off, or no request finished)"))
 register(Format("vllm-log", "vllm", ACCEPTANCE, lambda head: _V1 in head or _V0 in head, per_file(vllm_log),
                 "vLLM log (V1 SpecDecoding metrics lines, V0 Speculative metrics lines)"))
 register(Format("sglang-log", "sglang", ACCEPTANCE,
