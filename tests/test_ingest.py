@@ -407,7 +407,7 @@ sglang:num_running_reqs{engine_type="unified",model_name="qwen",pp_rank="0",tp_r
 # TYPE sglang:spec_accept_length gauge
 sglang:spec_accept_length{engine_type="unified",model_name="qwen",pp_rank="0",tp_rank="0"} 2.75
 sglang:spec_accept_length{engine_type="unified",model_name="qwen",pp_rank="0",tp_rank="1"} 2.75
-# HELP sglang:spec_accept_rate The average acceptance rate of speculative decoding (`accepted tokens / total draft tokens` in batch).
+# HELP sglang:spec_accept_rate The average acceptance rate of speculative decoding.
 # TYPE sglang:spec_accept_rate gauge
 sglang:spec_accept_rate{engine_type="unified",model_name="qwen",pp_rank="0",tp_rank="0"} 0.583
 """
