@@ -497,3 +497,59 @@ def test_impossible_trtllm_scrapes_are_refused(tmp_path, capsys, drafted, accept
     code, _, err = run(capsys, ["ingest", str(p), "--out", str(tmp_path / "o.csv")])
     assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "o.csv").exists()
+
+
+# ---- per-request accepted lengths: SGLang /generate meta_info --------------------------------------------
+# SGLang python/sglang/srt/managers/tokenizer_manager.py, `_calculate_spec_decoding_metrics` (main, 2026):
+# meta_info["spec_verify_ct"], ["completion_tokens"], ["spec_accept_length"] = completion_tokens /
+# spec_verify_ct, ["spec_num_correct_drafts"], ["spec_num_proposed_drafts"] (aliases "spec_accepted_drafts",
+# "spec_proposed_drafts"); 2025 releases: "spec_accept_token_num", "spec_draft_token_num"; older ones only
+# "spec_verify_ct" and "completion_tokens".
+
+def _sgl_response(rid, verify, out, accepted=None, proposed=None, old=False):
+    meta = {"id": rid, "finish_reason": {"type": "length", "length": out}, "prompt_tokens": 20,
+            "completion_tokens": out, "cached_tokens": 0, "spec_verify_ct": verify}
+    if accepted is not None:
+        names = ("spec_accept_token_num", "spec_draft_token_num") if old else ("spec_num_correct_drafts",
+                                                                               "spec_num_proposed_drafts")
+        meta.update({names[0]: accepted, names[1]: proposed, "spec_accept_length": out / verify})
+        if not old:
+            meta.update(spec_accepted_drafts=accepted, spec_proposed_drafts=proposed)
+    return json.dumps({"text": "...", "meta_info": meta})
+
+
+def test_sglang_per_request_accepted_lengths(tmp_path, capsys):
+    """Request a: 40 verify passes proposing 3 drafts each (120), 66 accepted: tau = 1 + 66 / 40 = 2.65, k 3.
+    Request b (2025 names): 20 passes, 60 proposed, 10 accepted: 1.5. Request c (no draft counts: an older
+    release): 100 tokens in 50 passes, SGLang's own 100 / 50 = 2.0, k unknown. Request d: done at prefill."""
+    p = tmp_path / "responses.jsonl"
+    p.write_text("\n".join([_sgl_response("a", 40, 107, 66, 120), _sgl_response("b", 20, 31, 10, 60, old=True),
+                            _sgl_response("c", 50, 100), _sgl_response("d", 0, 1)]) + "\n")
+    assert ingest.detect(p) == "sglang-requests"
+    rows = {r["request_id"]: r for r in ingest.requests([p], "sglang-requests")}
+    assert set(rows) == {"a", "b", "c"}
+    assert (rows["a"]["accepted_length"], rows["a"]["k"], rows["a"]["verify_steps"]) == (pytest.approx(2.65), 3, 40)
+    assert (rows["b"]["accepted_length"], rows["b"]["k"]) == (pytest.approx(1.5), 3)
+    assert (rows["c"]["accepted_length"], rows["c"]["k"], rows["c"]["line"]) == (2.0, None, 3)
+    out = tmp_path / "req.csv"
+    code, text, err = run(capsys, ["ingest", str(p), "--out", str(out)])
+    assert code == 0, err
+    cells = list(csv.DictReader(out.open()))
+    assert [c["request_id"] for c in cells] == ["a", "b", "c"] and cells[0]["k"] == "3"
+    assert {"request_id", "accepted_length", "k", "verify_steps", "output_tokens"} <= set(cells[0])
+    assert "p50 2.000" in text
+
+
+@pytest.mark.parametrize("line,msg", [
+    (_sgl_response("x", 10, 60, 45, 40), "line 1: spec_num_correct_drafts above spec_num_proposed_drafts"),
+    (_sgl_response("x", 10, 60, 45, 45), "spec_num_proposed_drafts / spec_verify_ct = 4.5; expected a whole"),
+    (_sgl_response("x", 1, 90), "accepted_length"),                         # 90 tokens per pass, k unknown: > 65
+    (_sgl_response("x", 10, 60).replace('"spec_verify_ct": 10', '"spec_verify_ct": -3'), "expected a number >= 0"),
+    ('{"text": "hi", "meta_info": {"id": "x", "completion_tokens": 5, "spec_verify_ct": 1e999}}', ">= 0"),
+])
+def test_impossible_requests_are_refused(tmp_path, capsys, line, msg):
+    p = tmp_path / "r.jsonl"
+    p.write_text(line + "\n")
+    code, _, err = run(capsys, ["ingest", str(p), "--out", str(tmp_path / "o.csv"), "--format", "sglang-requests"])
+    assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "o.csv").exists()

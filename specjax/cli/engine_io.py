@@ -49,6 +49,8 @@ def ingest(files: Files,
     engine, kind = record.engine, record.gives
     if kind == _ingest.ACCEPTANCE:
         rows = _ingest.acceptance(files, form)
+    elif kind == _ingest.REQUESTS:
+        rows = _ingest.requests(files, form)
     else:
         if not (target and hardware and drafter):
             raise SpecError(f"{form} results become measurement rows: give --target, --hardware and --drafter "
@@ -74,6 +76,12 @@ def ingest(files: Files,
         hint = f"--position-rates {last['position_rates']}" if last["position_rates"] else \
             f"--accepted-length {last['accepted_length']:.3f}"
         print(f"use it as {hint} (model commands), or in advise")
+    elif kind == _ingest.REQUESTS:
+        taus = sorted(r["accepted_length"] for r in rows)
+        q = {p: taus[min(len(taus) - 1, int(p / 100 * len(taus)))] for p in (10, 50, 90)}
+        mean = sum(r["accepted_length"] * r["verify_steps"] for r in rows) / sum(r["verify_steps"] for r in rows)
+        print(f"accepted length per request: p10 {q[10]:.3f}, p50 {q[50]:.3f}, p90 {q[90]:.3f}; over all verify "
+              f"passes {mean:.3f}")
     else:
         print(f"check the model against them: specjax validate {out}")
 

@@ -702,6 +702,61 @@ def trtllm_metrics(paths):
     return {batch: t}
 
 
+# ---- SGLang per-request spec fields ---------------------------------------------------------------
+
+# meta_info of a finished request (SGLang `tokenizer_manager.py`, `_calculate_spec_decoding_metrics`):
+# spec_verify_ct (verify passes; every version with a speculative algorithm), completion_tokens, and from
+# 2025 the accepted and proposed draft tokens (`spec_accept_token_num` / `spec_draft_token_num`, renamed
+# `spec_num_correct_drafts` / `spec_num_proposed_drafts` in 2026 with the old-name aliases
+# `spec_accepted_drafts` / `spec_proposed_drafts`)
+SGL_ACCEPTED = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num")
+SGL_PROPOSED = ("spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num")
+
+
+def sglang_requests(path):
+    """Per-request rows of SGLang `/generate` responses (JSON lines, or a list; a response of a batch is a
+    list of them): tau = 1 + accepted drafts / verify passes where the engine counts accepted drafts, else
+    SGLang's own `spec_accept_length` = completion_tokens / spec_verify_ct (the prefill's token included);
+    k = proposed drafts / verify passes where counted. A request with no verify pass (done at prefill) is
+    skipped; each row passes `measured.check_acceptance` or the file is refused naming its line."""
+    from . import measured
+
+    rows = []
+    for n, obj in _json_records(path):
+        for r in obj if isinstance(obj, list) else [obj]:
+            meta = r.get("meta_info") if isinstance(r, dict) else None
+            if not isinstance(meta, dict):
+                raise _err(path, n, "a response without meta_info (SGLang /generate returns text and meta_info)")
+            if "spec_verify_ct" not in meta:
+                raise _err(path, n, "meta_info without spec_verify_ct (a server without a speculative algorithm)")
+            verify = _num(path, n, meta, "spec_verify_ct")
+            out_tokens = _num(path, n, meta, "completion_tokens")
+            if verify == 0:
+                continue
+            acc_key = next((key for key in SGL_ACCEPTED if key in meta), None)
+            prop_key = next((key for key in SGL_PROPOSED if key in meta), None)
+            k = None
+            if prop_key is not None:
+                per = _num(path, n, meta, prop_key) / verify
+                if per:
+                    k = int(round(per))
+                    if abs(per - k) > 1e-9 or not 1 <= k <= K_MAX:
+                        raise _err(path, n, f"{prop_key} / spec_verify_ct = {per:g}; expected a whole draft length "
+                                            f"1..{K_MAX} (SGLang proposes k drafts per verify pass)")
+            if acc_key is not None:
+                acc = _num(path, n, meta, acc_key)
+                if prop_key is not None and acc > _num(path, n, meta, prop_key):
+                    raise _err(path, n, f"{acc_key} above {prop_key}")
+                tau = 1.0 + acc / verify
+            else:
+                tau = out_tokens / verify
+            measured.check_acceptance(path, n, k, tau)
+            rid = meta.get("id", r.get("id", ""))
+            rows.append(dict(request_id=str(rid), accepted_length=tau, k=k, verify_steps=int(verify),
+                             output_tokens=int(out_tokens), line=n))
+    return rows
+
+
 # ---- benchmark results ----------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
@@ -923,9 +978,11 @@ def _console_records(path, needs=CONSOLE_NEEDS):
 # ---- the format registry ---------------------------------------------------------------------------
 
 ACCEPTANCE = "acceptance"  # what a format gives: an acceptance summary per batch ...
-BENCH = "bench"            # ... or benchmark results, paired into measurement rows
+BENCH = "bench"            # ... or benchmark results, paired into measurement rows ...
+REQUESTS = "requests"      # ... or one accepted length per request
 GIVES = {ACCEPTANCE: "acceptance per batch (tau, per-position rates, step time)",
-         BENCH: "measurement rows (each speculative result paired with its baseline)"}
+         BENCH: "measurement rows (each speculative result paired with its baseline)",
+         REQUESTS: "per-request accepted lengths (request_id, accepted_length, k)"}
 
 
 class Detector(Protocol):
@@ -1038,6 +1095,11 @@ register(Format("sglang-log", "sglang", ACCEPTANCE,
 register(Format("trtllm-stats", "trtllm", ACCEPTANCE, lambda head: "specDecodingStats" in head,
                 per_file(trtllm_stats), "TensorRT-LLM iteration stats (JSON)",
                 empty="every iteration has specDecodingStats null or no drafts (speculation was off)"))
+register(Format("sglang-requests", "sglang", REQUESTS,
+                lambda head: '"meta_info"' in head and '"spec_verify_ct"' in head,
+                lambda paths: [(str(p), sglang_requests(p)) for p in paths],
+                "SGLang /generate responses, per request (meta_info spec_verify_ct)",
+                empty="every request finished without a verify pass"))
 register(Format("vllm-bench", "vllm", BENCH, lambda head: "mean_tpot_ms" in head and not _sglang_bench(head),
                 _bench("vllm-bench", _vllm_bench_acceptance), "vllm bench serve --save-result JSON"))
 register(Format("sglang-bench", "sglang", BENCH, _sglang_bench,
@@ -1067,6 +1129,19 @@ def acceptance(paths, fmt):
                 continue
             measured.check_acceptance(name, t.line or "-", row["k"], row["accepted_length"], t.rates(), t.tol)
             rows.append(dict(file=name, format=fmt, engine=form.engine, batch=b, batch_from=t.batch_from, **row))
+    if not rows:
+        why = f": {form.empty}" if form.empty else ""
+        raise SpecError(f"{', '.join(map(str, paths))}: no speculative-decoding samples ({fmt}){why}")
+    return rows
+
+
+def requests(paths, fmt):
+    """Per-request rows (file, format, engine, request_id, accepted_length, k, verify_steps, output_tokens,
+    line) of files of a `REQUESTS` format, each checked by its reader through `measured.check_acceptance`."""
+    form = get(fmt)
+    if form.gives != REQUESTS:
+        raise SpecError(f"{fmt} gives {GIVES[form.gives]}, not per-request accepted lengths")
+    rows = [dict(file=name, format=fmt, engine=form.engine, **r) for name, rs in form.read(paths) for r in rs]
     if not rows:
         why = f": {form.empty}" if form.empty else ""
         raise SpecError(f"{', '.join(map(str, paths))}: no speculative-decoding samples ({fmt}){why}")
