@@ -553,3 +553,63 @@ def test_impossible_requests_are_refused(tmp_path, capsys, line, msg):
     code, _, err = run(capsys, ["ingest", str(p), "--out", str(tmp_path / "o.csv"), "--format", "sglang-requests"])
     assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "o.csv").exists()
+
+
+# ---- per-request accepted lengths: vLLM --per-request-spec-decode-metrics -------------------------------
+# vLLM PR #48915 (merged Aug 2026; not in 0.28.0, in 0.29.0): `metrics.speculative_decoding` of each response.
+# The two objects below are the numbers of the captures pasted in llama-swap issue #1032 (2026-08-21, `summary`,
+# vLLM 0.27.2rc1.dev407) and syv-ai/qwen38-27b-rtx3090 issue #66 (2026-09-22, `detailed`, DFlash k = 7).
+VLLM_SUMMARY = {"mean_acceptance_length": 1.2325581395348837, "draft_acceptance_rate": 0.07751937984496124,
+                "acceptance_histogram": [39, 1, 0, 3], "num_spec_steps": 43, "num_accepted_draft_tokens": 10,
+                "num_draft_tokens": 129, "num_spec_tokens": 3}
+VLLM_DETAILED = {"mean_acceptance_length": 6.0909, "draft_acceptance_rate": 0.7273,
+                 "acceptance_histogram": [2, 3, 2, 2, 4, 0, 1, 19], "num_spec_steps": 33,
+                 "num_accepted_draft_tokens": 168, "num_draft_tokens": 231, "num_spec_tokens": 7}
+
+
+def _vllm_resp(rid, spec, wrap=False):
+    r = {"id": rid, "object": "chat.completion", "choices": [], "usage": {"prompt_tokens": 11742,
+         "completion_tokens": 35, "total_tokens": 11777}, "metrics": {"speculative_decoding": spec}}
+    return json.dumps({"data": r} if wrap else r)
+
+
+def test_vllm_per_request_metrics(tmp_path, capsys):
+    """summary: 43 steps, 10 accepted: tau = 1 + 10 / 43 = 1.2326 (the engine's 1.2325581...), k 3; the
+    histogram [39, 1, 0, 3] gives position 1 accepted in 1 + 0 + 3 = 4 of 43 steps, positions 2 and 3 in 3:
+    rates 4/43, 3/43, 3/43 (sum 10/43 = tau - 1). detailed: 33 steps, 168 accepted: 1 + 168 / 33 = 6.0909, k 7.
+    A streamed body (`data: ...` lines, chunks before the last without metrics) reads the same."""
+    p = tmp_path / "resp.jsonl"
+    p.write_text(_vllm_resp("chatcmpl-1", VLLM_SUMMARY, wrap=True) + "\n" + _vllm_resp("chatcmpl-2", VLLM_DETAILED)
+                 + "\n")
+    assert ingest.detect(p) == "vllm-requests"
+    a, b = ingest.requests([p], "vllm-requests")
+    assert (a["request_id"], a["k"], a["verify_steps"]) == ("chatcmpl-1", 3, 43)
+    assert a["accepted_length"] == pytest.approx(1 + 10 / 43)
+    assert a["position_rates"] == f"{4 / 43:.4f},{3 / 43:.4f},{3 / 43:.4f}"
+    assert (b["k"], b["accepted_length"]) == (7, pytest.approx(1 + 168 / 33))
+    sse = tmp_path / "stream.txt"
+    chunk = json.dumps({"id": "chatcmpl-3", "object": "chat.completion.chunk",
+                        "choices": [{"delta": {"content": "x"}}]})
+    sse.write_text(f"data: {chunk}\n\ndata: {_vllm_resp('chatcmpl-3', VLLM_SUMMARY)}\n\ndata: [DONE]\n")
+    (c,) = ingest.requests([sse], "vllm-requests")
+    assert (c["request_id"], c["accepted_length"]) == ("chatcmpl-3", pytest.approx(1 + 10 / 43))
+    code, text, err = run(capsys, ["ingest", str(p), "--out", str(tmp_path / "r.csv")])
+    assert code == 0 and "vllm-requests (vllm): 2 rows" in text, err
+
+
+@pytest.mark.parametrize("change,msg", [
+    (dict(num_accepted_draft_tokens=11), "mean_acceptance_length 1.23256, but 1 + 11 / 43"),
+    (dict(acceptance_histogram=[38, 2, 0, 3]), "acceptance_histogram sums to 43 steps and 11 accepted"),
+    (dict(acceptance_histogram=[39, 1, 3]), "expected k + 1 = 4 counts"),
+    (dict(num_accepted_draft_tokens=200, mean_acceptance_length=None, acceptance_histogram=None,
+          num_draft_tokens=None), "accepted_length"),                       # 1 + 200 / 43 = 5.65 > k + 1
+    (dict(num_spec_tokens=0), "num_spec_tokens = '0'"),
+    (dict(num_spec_steps="43"), "num_spec_steps = '43'; expected a number >= 0"),
+])
+def test_impossible_vllm_requests_are_refused(tmp_path, capsys, change, msg):
+    spec = {key: v for key, v in {**VLLM_SUMMARY, **change}.items() if v is not None}
+    p = tmp_path / "r.jsonl"
+    p.write_text(_vllm_resp("x", spec) + "\n")
+    code, _, err = run(capsys, ["ingest", str(p), "--out", str(tmp_path / "o.csv")])
+    assert code == 2 and msg in err and "line 1" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "o.csv").exists()

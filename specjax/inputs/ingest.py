@@ -753,7 +753,86 @@ def sglang_requests(path):
             measured.check_acceptance(path, n, k, tau)
             rid = meta.get("id", r.get("id", ""))
             rows.append(dict(request_id=str(rid), accepted_length=tau, k=k, verify_steps=int(verify),
-                             output_tokens=int(out_tokens), line=n))
+                             output_tokens=int(out_tokens), position_rates="", line=n))
+    return rows
+
+
+# ---- vLLM per-request spec decode metrics --------------------------------------------------------
+
+# `vllm serve --per-request-spec-decode-metrics summary|detailed` (vLLM PR #48915, merged Aug 2026: not in
+# 0.28.0, in 0.29.0): each response carries `metrics.speculative_decoding` with num_spec_steps,
+# num_draft_tokens, num_accepted_draft_tokens, num_spec_tokens (k), mean_acceptance_length (1 + accepted /
+# steps), draft_acceptance_rate and acceptance_histogram (steps that accepted 0, 1, ..., k drafts);
+# `detailed` adds per_step_accepted. The shape is that of responses captured in llama-swap issue #1032 and
+# syv-ai/qwen38-27b-rtx3090 issue #66 (vLLM 0.27.2rc1.dev407, 0.29.0).
+VLLM_SPEC = "speculative_decoding"
+
+
+def _vllm_response_objects(path):
+    """(line, object) of saved responses: JSON lines, a JSON list, or a streamed body (`data: {...}` lines,
+    `data: [DONE]`); a capture wrapping the response as {"data": {...}} is unwrapped."""
+    head = _head(path)
+    if any(t.strip().startswith("data:") for t in head.splitlines()[:50]):
+        for n, text in _lines(path):
+            t = text.strip()
+            if not t.startswith("data:"):
+                continue
+            t = t[5:].strip()
+            if t == "[DONE]" or not t:
+                continue
+            yield from _json_values(path, t, n)
+        return
+    yield from _json_records(path)
+
+
+def vllm_requests(path):
+    """Per-request rows of vLLM responses with `metrics.speculative_decoding` (see `VLLM_SPEC`): tau = 1 +
+    num_accepted_draft_tokens / num_spec_steps, k = num_spec_tokens, per-position rates from the acceptance
+    histogram (position i accepted in the steps that accepted i or more drafts). The engine's own mean,
+    draft count (steps x k) and histogram (summing to the steps and to the accepted drafts) must agree with
+    the counts, else the file is refused naming the line; responses without the object (stream chunks
+    before the last) are skipped."""
+    from . import measured
+
+    rows = []
+    for n, obj in _vllm_response_objects(path):
+        for r in obj if isinstance(obj, list) else [obj]:
+            if isinstance(r, dict) and isinstance(r.get("data"), dict):
+                r = r["data"]
+            spec = (r.get("metrics") or {}).get(VLLM_SPEC) if isinstance(r, dict) else None
+            if spec is None:
+                continue
+            if not isinstance(spec, dict):
+                raise _err(path, n, f"metrics.{VLLM_SPEC} = {str(spec)[:40]!r}; expected an object")
+            steps = _num(path, n, spec, "num_spec_steps")
+            if steps == 0:
+                continue
+            acc = _num(path, n, spec, "num_accepted_draft_tokens")
+            k = int(_value(path, n, "num_spec_tokens", repr(spec.get("num_spec_tokens")), 1, K_MAX, integer=True))
+            drafted = _num(path, n, spec, "num_draft_tokens", optional=True)
+            if drafted is not None and acc > drafted:
+                raise _err(path, n, f"num_accepted_draft_tokens {acc:g} above num_draft_tokens {drafted:g}")
+            tau = 1.0 + acc / steps
+            mean = _num(path, n, spec, "mean_acceptance_length", optional=True)
+            if mean is not None and abs(mean - tau) > 1e-6 * tau + 5e-5:  # 4-decimal captures allowed
+                raise _err(path, n, f"mean_acceptance_length {mean:g}, but 1 + {acc:g} / {steps:g} = {tau:.6g}; "
+                                    "expected one request's counts")
+            rates = []
+            hist = spec.get("acceptance_histogram")
+            if hist is not None:
+                if not isinstance(hist, list) or len(hist) != k + 1:
+                    raise _err(path, n, f"acceptance_histogram = {str(hist)[:40]}; expected k + 1 = {k + 1} counts "
+                                        "(steps that accepted 0..k drafts)")
+                h = [_num(path, n, {"h": v}, "h") for v in hist]
+                if sum(h) != steps or sum(j * c for j, c in enumerate(h)) != acc:
+                    raise _err(path, n, f"acceptance_histogram sums to {sum(h):g} steps and "
+                                        f"{sum(j * c for j, c in enumerate(h)):g} accepted; the counts say {steps:g} "
+                                        f"and {acc:g}")
+                rates = [sum(h[i:]) / steps for i in range(1, k + 1)]
+            measured.check_acceptance(path, n, k, tau, rates)
+            rows.append(dict(request_id=str(r.get("id", "")), accepted_length=tau, k=k, verify_steps=int(steps),
+                             output_tokens=int(_num(path, n, r, "usage", "completion_tokens", optional=True) or 0),
+                             position_rates=_join(rates), line=n))
     return rows
 
 
@@ -1095,6 +1174,10 @@ register(Format("sglang-log", "sglang", ACCEPTANCE,
 register(Format("trtllm-stats", "trtllm", ACCEPTANCE, lambda head: "specDecodingStats" in head,
                 per_file(trtllm_stats), "TensorRT-LLM iteration stats (JSON)",
                 empty="every iteration has specDecodingStats null or no drafts (speculation was off)"))
+register(Format("vllm-requests", "vllm", REQUESTS, lambda head: '"speculative_decoding"' in head,
+                lambda paths: [(str(p), vllm_requests(p)) for p in paths],
+                "vLLM responses with metrics.speculative_decoding (--per-request-spec-decode-metrics)",
+                empty="no response with metrics.speculative_decoding and a spec step"))
 register(Format("sglang-requests", "sglang", REQUESTS,
                 lambda head: '"meta_info"' in head and '"spec_verify_ct"' in head,
                 lambda paths: [(str(p), sglang_requests(p)) for p in paths],
