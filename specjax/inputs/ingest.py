@@ -26,6 +26,16 @@ the registry, so a new format is one `register(Format(...))`. The formats, follo
   (`inflightBatchingStats.numGenRequests`, `.numContextRequests`, `specDecodingStats.numDraftTokens`,
   `.numAcceptedTokens`, `.numRequestsWithDraftTokens`, `iterLatencyMS`): tau per batch and the step
   time of decode-only iterations; iterations with `specDecodingStats` null or no drafts are skipped.
+- `sglang-metrics`: SGLang `/metrics`: the gauge `sglang:spec_accept_length` per scheduler label set with
+  `sglang:num_running_reqs` of the same labels (a gauge: one interval's mean, weight 1, no k).
+- `trtllm-metrics`: TensorRT-LLM `/prometheus/metrics` (prefix `trtllm_`): the per-position counters
+  `trtllm_spec_decode_drafted_tokens_total` / `..._accepted_tokens_total{token_position="i"}`, else the
+  iteration counters `trtllm_spec_decode_num_draft_tokens_total` / `..._num_accepted_tokens_total` with k
+  from `trtllm_speculative_config_info{spec_num_tokens}`; batch `trtllm_num_generation_requests`. One
+  scrape or two, as `vllm-metrics`.
+- `vllm-requests`, `sglang-requests` (`REQUESTS`: a row per request, not per batch): vLLM's
+  `metrics.speculative_decoding` of each response (`--per-request-spec-decode-metrics`), SGLang's
+  `meta_info` spec fields of `/generate` responses (`spec_verify_ct` and the accepted/proposed drafts).
 - `vllm-bench` (`vllm bench serve --save-result` JSON) and `sglang-bench` (`bench_serving` JSON
   lines), and their console reports (`vllm-bench-console`, `sglang-bench-console`: the text block under
   `Serving Benchmark Result`): results with an acceptance length are speculative, the others the
