@@ -345,6 +345,15 @@ def test_a_long_line_costs_a_bounded_read(tmp_path):
     ("trtllm-stats", "[" * 100000 + "]" * 100000 + "\n", "malformed JSON"),
     ("vllm-metrics", 'vllm:spec_decode_num_drafts_total{engine="0"} 1e999\n', "value '1e999'"),
     ("vllm-metrics", 'vllm:spec_decode_num_drafts_total{engine="0" 5\n', "not a Prometheus sample line"),
+    ("sglang-metrics", 'sglang:spec_accept_length{tp_rank="0"} nan\n', "value 'nan'"),
+    ("sglang-metrics", 'sglang:num_running_reqs{tp_rank="0"} 4\n', "no sglang:spec_accept_length"),
+    ("trtllm-metrics", 'trtllm_spec_decode_drafted_tokens_total{token_position="99999"} 5\n', "without token_position"),
+    ("trtllm-metrics", 'trtllm_spec_decode_drafted_tokens_total{token_position="1"} 5\n', "but not 0"),
+    ("trtllm-metrics", 'trtllm_speculative_config_info{spec_num_tokens="1e9"} 1\n', "spec_num_tokens = '1e9'"),
+    ("vllm-requests", '{"metrics": {"speculative_decoding": {"num_spec_steps": 1' + "0" * 400 + '}}}\n',
+     "num_spec_steps = 1000"),
+    ("sglang-requests", '{"meta_info": {"spec_verify_ct": true, "completion_tokens": 3}}\n', "spec_verify_ct = True"),
+    ("sglang-requests", '[[1, 2]]\n', "a response without meta_info"),
 ])
 def test_hostile_values_get_one_line(tmp_path, capsys, fmt, text, msg):
     p = tmp_path / "h.txt"
