@@ -364,6 +364,33 @@ def test_advise_cli_json(capsys):
     assert code == 2 and "engine_version='0.9'" in err and "trtllm >= 1.0" in err and len(err.strip().splitlines()) == 1
 
 
+def test_engine_profile_carries_its_engine_version(tmp_path, capsys):
+    """`engine_version` in an engine profile is the default of advise's --engine-version when the profile is
+    for the emitted engine (its name); --engine-version still wins; a bad one fails when the profile is read."""
+    from specjax.inputs import engines
+
+    base = (pathlib.Path(engines.PRESET_DIR) / "trtllm.toml").read_text()
+    prof = tmp_path / "my-trt.toml"
+    prof.write_text('engine_version = "1.2"\n' + base)
+    loaded = engines.load(str(prof))
+    assert loaded.version_for("trtllm") == "1.2" and loaded.version_for("vllm") is None
+    args = ["advise", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "eagle", "--draft",
+            "eagle3-llama-3.1-8b", "--position-rates", "0.601,0.286,0.128", "--max-num-seqs", "64", "--k-max", "6",
+            "--emit", "trtllm", "--engine", str(prof), "--json"]
+    code, text, err = run(capsys, args)
+    assert code == 0, err
+    assert json.loads(text)["engine_version"]["target"] == "1.2"  # the profile's, not the default 1.3
+    code, text, err = run(capsys, args + ["--engine-version", "1.3"])
+    assert code == 0 and json.loads(text)["engine_version"]["target"] == "1.3", err
+    code, text, err = run(capsys, args[:-5] + ["--emit", "vllm", "--engine", str(prof), "--json"])
+    assert code == 0 and json.loads(text)["engine_version"]["target"] == "0.29", err  # not a vLLM profile
+    for bad, msg in (('"0.9"', "trtllm >= 1.0"), ('"latest"', "a version like"), ("1.2", "a string")):
+        prof.write_text(f"engine_version = {bad}\n" + base)
+        with pytest.raises(SpecError, match=msg) as e:
+            engines.load(str(prof))
+        assert "engine_version" in str(e.value) and str(prof) in str(e.value)
+
+
 def test_advise_over_a_request_rate_range(capsys):
     """With --qps-max the table still covers every batch up to the admission limit (a burst runs there)."""
     args = ["advise", "--target", "llama-3-70b", "--hardware", "h100-sxm", "--tp", "4", "--drafter", "model", "--draft",

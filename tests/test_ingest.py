@@ -345,6 +345,15 @@ def test_a_long_line_costs_a_bounded_read(tmp_path):
     ("trtllm-stats", "[" * 100000 + "]" * 100000 + "\n", "malformed JSON"),
     ("vllm-metrics", 'vllm:spec_decode_num_drafts_total{engine="0"} 1e999\n', "value '1e999'"),
     ("vllm-metrics", 'vllm:spec_decode_num_drafts_total{engine="0" 5\n', "not a Prometheus sample line"),
+    ("sglang-metrics", 'sglang:spec_accept_length{tp_rank="0"} nan\n', "value 'nan'"),
+    ("sglang-metrics", 'sglang:num_running_reqs{tp_rank="0"} 4\n', "no sglang:spec_accept_length"),
+    ("trtllm-metrics", 'trtllm_spec_decode_drafted_tokens_total{token_position="99999"} 5\n', "without token_position"),
+    ("trtllm-metrics", 'trtllm_spec_decode_drafted_tokens_total{token_position="1"} 5\n', "but not 0"),
+    ("trtllm-metrics", 'trtllm_speculative_config_info{spec_num_tokens="1e9"} 1\n', "spec_num_tokens = '1e9'"),
+    ("vllm-requests", '{"metrics": {"speculative_decoding": {"num_spec_steps": 1' + "0" * 400 + '}}}\n',
+     "num_spec_steps = 1000"),
+    ("sglang-requests", '{"meta_info": {"spec_verify_ct": true, "completion_tokens": 3}}\n', "spec_verify_ct = True"),
+    ("sglang-requests", '[[1, 2]]\n', "a response without meta_info"),
 ])
 def test_hostile_values_get_one_line(tmp_path, capsys, fmt, text, msg):
     p = tmp_path / "h.txt"
@@ -384,3 +393,232 @@ def test_time_is_linear_in_the_input(tmp_path, fmt, unit, lines):
         p.write_text(body if lines else body + "\n")
         cost[size] = _cost(p, fmt)
     assert cost[900_000] < 35 * max(cost[90_000], 1e-4), cost
+
+
+# ---- the spec-decode counters the engines added since: SGLang and TensorRT-LLM /metrics -----------------
+# SGLang: python/sglang/srt/metrics/collector.py (SchedulerMetricsCollector, sgl-project/sglang main, commit
+# 00ae9c1590d2, 2026): Gauge "sglang:spec_accept_length" ("The average acceptance length of speculative
+# decoding"), Gauge "sglang:spec_accept_rate", Gauge "sglang:num_running_reqs", labels model_name,
+# engine_type, tp_rank, pp_rank (dp_rank with attention DP). TensorRT-LLM: tensorrt_llm/metrics/collector.py
+# (MetricsCollector, metric_prefix "trtllm_", NVIDIA/TensorRT-LLM main 2026): Counters
+# "trtllm_spec_decode_num_draft_tokens_total" / "..._num_accepted_tokens_total" (log_iteration_stats:
+# specDecodingStats.numDraftTokens / numAcceptedTokens), "trtllm_spec_decode_drafted_tokens_total" /
+# "trtllm_spec_decode_accepted_tokens_total" with label token_position (0-based, log_request_metrics_dict:
+# per-request SPEC_DEC_DRAFTED_PER_POS / ACCEPTED_PER_POS), Gauges "trtllm_spec_decode_acceptance_length",
+# "trtllm_num_generation_requests" (inflightBatchingStats.numGenRequests), info gauge
+# "trtllm_speculative_config_info" with label spec_num_tokens.
+
+SGL_PROM = """# HELP sglang:num_running_reqs The number of running requests.
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{engine_type="unified",model_name="qwen",pp_rank="0",tp_rank="0"} 16.0
+sglang:num_running_reqs{engine_type="unified",model_name="qwen",pp_rank="0",tp_rank="1"} 16.0
+# HELP sglang:spec_accept_length The average acceptance length of speculative decoding.
+# TYPE sglang:spec_accept_length gauge
+sglang:spec_accept_length{engine_type="unified",model_name="qwen",pp_rank="0",tp_rank="0"} 2.75
+sglang:spec_accept_length{engine_type="unified",model_name="qwen",pp_rank="0",tp_rank="1"} 2.75
+# HELP sglang:spec_accept_rate The average acceptance rate of speculative decoding.
+# TYPE sglang:spec_accept_rate gauge
+sglang:spec_accept_rate{engine_type="unified",model_name="qwen",pp_rank="0",tp_rank="0"} 0.583
+"""
+
+
+def test_sglang_scrape_accept_length_gauge(tmp_path):
+    """Two TP ranks report the same interval: accept length 2.75 at 16 running requests each; a gauge is a
+    mean with no counts, so each label set weighs 1 (like a log line): tau 2.75, batch 16, k unknown."""
+    p = tmp_path / "sgl.prom"
+    p.write_text(SGL_PROM)
+    assert ingest.detect(p) == "sglang-metrics"
+    (row,) = ingest.acceptance([p], "sglang-metrics")
+    assert (row["batch"], row["batch_from"], row["intervals"], row["k"]) == (16, "scrape", 2, None)
+    assert row["accepted_length"] == pytest.approx(2.75) and row["engine"] == "sglang"
+    off = tmp_path / "off.prom"  # the gauge's default before any speculative decode (or speculation off)
+    off.write_text(SGL_PROM.replace("} 2.75", "} 0.0"))
+    with pytest.raises(SpecError, match="sglang:spec_accept_length is 0"):
+        ingest.acceptance([off], "sglang-metrics")
+    bad = tmp_path / "bad.prom"
+    bad.write_text(SGL_PROM.replace("} 2.75", "} 0.5", 1))
+    with pytest.raises(SpecError, match=r"line 7: sglang:spec_accept_length = '0.5'; expected a number in \[1, 65\]"):
+        ingest.acceptance([bad], "sglang-metrics")
+    twice = tmp_path / "twice.prom"
+    twice.write_text(SGL_PROM + SGL_PROM)
+    with pytest.raises(SpecError, match="a second time"):
+        ingest.acceptance([twice], "sglang-metrics")
+
+
+def _trt(drafted, accepted, gen=24, k=3, totals=None):
+    lines = ["# HELP trtllm_speculative_config_info Speculative decoding configuration info",
+             "# TYPE trtllm_speculative_config_info gauge",
+             f'trtllm_speculative_config_info{{model_name="llama",spec_enabled="True",spec_method="Eagle3",'
+             f'spec_num_tokens="{k}"}} 1.0',
+             "# TYPE trtllm_num_generation_requests gauge",
+             f'trtllm_num_generation_requests{{model_name="llama"}} {gen}']
+    for name, vals in (("drafted", drafted), ("accepted", accepted)):
+        lines.append(f"# TYPE trtllm_spec_decode_{name}_tokens counter")
+        lines += [f'trtllm_spec_decode_{name}_tokens_total{{model_name="llama",token_position="{i}"}} {v}'
+                  for i, v in enumerate(vals)]
+        lines += [f'trtllm_spec_decode_{name}_tokens_created{{model_name="llama",token_position="{i}"}} 1.78e9'
+                  for i in range(len(vals))]
+    for name, v in (totals or {}).items():
+        lines += [f"# TYPE trtllm_spec_decode_num_{name}_tokens counter",
+                  f'trtllm_spec_decode_num_{name}_tokens_total{{model_name="llama"}} {v}']
+    return "\n".join(lines) + "\n"
+
+
+def test_trtllm_scrape_per_position_and_two_scrapes(tmp_path):
+    """Per position: 400 rounds drafted at each of 3 positions, 300, 180, 90 accepted: tau = 1 + 570 / 400 =
+    2.425, rates 0.75, 0.45, 0.225, batch 24 (numGenRequests of the last iteration). Two scrapes: the
+    difference (400 -> 1000 rounds: 600, with 450, 270, 135 accepted more: tau 1 + 855 / 600 = 2.425)."""
+    a, b = tmp_path / "a.prom", tmp_path / "b.prom"
+    a.write_text(_trt([400, 400, 400], [300, 180, 90]))
+    b.write_text(_trt([1000, 1000, 1000], [750, 450, 225], gen=30))
+    assert ingest.detect(a) == "trtllm-metrics"
+    (row,) = ingest.acceptance([a], "trtllm-metrics")
+    assert (row["batch"], row["batch_from"], row["k"], row["drafts"]) == (24, "scrape", 3, 400)
+    assert row["accepted_length"] == pytest.approx(1 + 570 / 400) and row["position_rates"] == "0.7500,0.4500,0.2250"
+    (d,) = ingest.acceptance([a, b], "trtllm-metrics")
+    assert (d["batch"], d["drafts"], d["accepted_length"]) == (30, 600, pytest.approx(1 + 855 / 600))
+    with pytest.raises(SpecError, match="fell from 1000 to 400"):
+        ingest.acceptance([b, a], "trtllm-metrics")
+
+
+def test_trtllm_scrape_iteration_counters_need_k(tmp_path):
+    """Without per-position counters (return_perf_metrics off): 1200 draft tokens over k = 3 (spec_num_tokens)
+    are 400 rounds, 570 accepted: tau 2.425, no rates. Without the config info there is no k: refused."""
+    p = tmp_path / "it.prom"
+    p.write_text(_trt([], [], totals={"draft": 1200, "accepted": 570}))
+    (row,) = ingest.acceptance([p], "trtllm-metrics")
+    assert (row["k"], row["drafts"], row["position_rates"]) == (3, 400, "")
+    assert row["accepted_length"] == pytest.approx(2.425)
+    p.write_text("\n".join(t for t in _trt([], [], totals={"draft": 1200, "accepted": 570}).splitlines()
+                           if "config_info" not in t) + "\n")
+    with pytest.raises(SpecError, match="needs k: no trtllm_speculative_config_info"):
+        ingest.acceptance([p], "trtllm-metrics")
+
+
+@pytest.mark.parametrize("drafted,accepted,msg", [
+    ([400, 400, 400], [300, 350, 90], "non-increasing rates"),  # position 1 accepted more often than 0
+    ([400, 400, 400], [500, 180, 90], "above trtllm_spec_decode_drafted_tokens_total = 400"),
+    ([400, 400, 400], [300, 180, "inf"], "expected a finite number >= 0"),
+])
+def test_impossible_trtllm_scrapes_are_refused(tmp_path, capsys, drafted, accepted, msg):
+    p = tmp_path / "x.prom"
+    p.write_text(_trt(drafted, accepted))
+    code, _, err = run(capsys, ["ingest", str(p), "--out", str(tmp_path / "o.csv")])
+    assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "o.csv").exists()
+
+
+# ---- per-request accepted lengths: SGLang /generate meta_info --------------------------------------------
+# SGLang python/sglang/srt/managers/tokenizer_manager.py, `_calculate_spec_decoding_metrics` (main, 2026):
+# meta_info["spec_verify_ct"], ["completion_tokens"], ["spec_accept_length"] = completion_tokens /
+# spec_verify_ct, ["spec_num_correct_drafts"], ["spec_num_proposed_drafts"] (aliases "spec_accepted_drafts",
+# "spec_proposed_drafts"); 2025 releases: "spec_accept_token_num", "spec_draft_token_num"; older ones only
+# "spec_verify_ct" and "completion_tokens".
+
+def _sgl_response(rid, verify, out, accepted=None, proposed=None, old=False):
+    meta = {"id": rid, "finish_reason": {"type": "length", "length": out}, "prompt_tokens": 20,
+            "completion_tokens": out, "cached_tokens": 0, "spec_verify_ct": verify}
+    if accepted is not None:
+        names = ("spec_accept_token_num", "spec_draft_token_num") if old else ("spec_num_correct_drafts",
+                                                                               "spec_num_proposed_drafts")
+        meta.update({names[0]: accepted, names[1]: proposed, "spec_accept_length": out / verify})
+        if not old:
+            meta.update(spec_accepted_drafts=accepted, spec_proposed_drafts=proposed)
+    return json.dumps({"text": "...", "meta_info": meta})
+
+
+def test_sglang_per_request_accepted_lengths(tmp_path, capsys):
+    """Request a: 40 verify passes proposing 3 drafts each (120), 66 accepted: tau = 1 + 66 / 40 = 2.65, k 3.
+    Request b (2025 names): 20 passes, 60 proposed, 10 accepted: 1.5. Request c (no draft counts: an older
+    release): 100 tokens in 50 passes, SGLang's own 100 / 50 = 2.0, k unknown. Request d: done at prefill."""
+    p = tmp_path / "responses.jsonl"
+    p.write_text("\n".join([_sgl_response("a", 40, 107, 66, 120), _sgl_response("b", 20, 31, 10, 60, old=True),
+                            _sgl_response("c", 50, 100), _sgl_response("d", 0, 1)]) + "\n")
+    assert ingest.detect(p) == "sglang-requests"
+    rows = {r["request_id"]: r for r in ingest.requests([p], "sglang-requests")}
+    assert set(rows) == {"a", "b", "c"}
+    assert (rows["a"]["accepted_length"], rows["a"]["k"], rows["a"]["verify_steps"]) == (pytest.approx(2.65), 3, 40)
+    assert (rows["b"]["accepted_length"], rows["b"]["k"]) == (pytest.approx(1.5), 3)
+    assert (rows["c"]["accepted_length"], rows["c"]["k"], rows["c"]["line"]) == (2.0, None, 3)
+    out = tmp_path / "req.csv"
+    code, text, err = run(capsys, ["ingest", str(p), "--out", str(out)])
+    assert code == 0, err
+    cells = list(csv.DictReader(out.open()))
+    assert [c["request_id"] for c in cells] == ["a", "b", "c"] and cells[0]["k"] == "3"
+    assert {"request_id", "accepted_length", "k", "verify_steps", "output_tokens"} <= set(cells[0])
+    assert "p50 2.000" in text
+
+
+@pytest.mark.parametrize("line,msg", [
+    (_sgl_response("x", 10, 60, 45, 40), "line 1: spec_num_correct_drafts above spec_num_proposed_drafts"),
+    (_sgl_response("x", 10, 60, 45, 45), "spec_num_proposed_drafts / spec_verify_ct = 4.5; expected a whole"),
+    (_sgl_response("x", 1, 90), "accepted_length"),                         # 90 tokens per pass, k unknown: > 65
+    (_sgl_response("x", 10, 60).replace('"spec_verify_ct": 10', '"spec_verify_ct": -3'), "expected a number >= 0"),
+    ('{"text": "hi", "meta_info": {"id": "x", "completion_tokens": 5, "spec_verify_ct": 1e999}}', ">= 0"),
+])
+def test_impossible_requests_are_refused(tmp_path, capsys, line, msg):
+    p = tmp_path / "r.jsonl"
+    p.write_text(line + "\n")
+    code, _, err = run(capsys, ["ingest", str(p), "--out", str(tmp_path / "o.csv"), "--format", "sglang-requests"])
+    assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "o.csv").exists()
+
+
+# ---- per-request accepted lengths: vLLM --per-request-spec-decode-metrics -------------------------------
+# vLLM PR #48915 (merged Aug 2026; not in 0.28.0, in 0.29.0): `metrics.speculative_decoding` of each response.
+# The two objects below are the numbers of the captures pasted in llama-swap issue #1032 (2026-08-21, `summary`,
+# vLLM 0.27.2rc1.dev407) and syv-ai/qwen38-27b-rtx3090 issue #66 (2026-09-22, `detailed`, DFlash k = 7).
+VLLM_SUMMARY = {"mean_acceptance_length": 1.2325581395348837, "draft_acceptance_rate": 0.07751937984496124,
+                "acceptance_histogram": [39, 1, 0, 3], "num_spec_steps": 43, "num_accepted_draft_tokens": 10,
+                "num_draft_tokens": 129, "num_spec_tokens": 3}
+VLLM_DETAILED = {"mean_acceptance_length": 6.0909, "draft_acceptance_rate": 0.7273,
+                 "acceptance_histogram": [2, 3, 2, 2, 4, 0, 1, 19], "num_spec_steps": 33,
+                 "num_accepted_draft_tokens": 168, "num_draft_tokens": 231, "num_spec_tokens": 7}
+
+
+def _vllm_resp(rid, spec, wrap=False):
+    r = {"id": rid, "object": "chat.completion", "choices": [], "usage": {"prompt_tokens": 11742,
+         "completion_tokens": 35, "total_tokens": 11777}, "metrics": {"speculative_decoding": spec}}
+    return json.dumps({"data": r} if wrap else r)
+
+
+def test_vllm_per_request_metrics(tmp_path, capsys):
+    """summary: 43 steps, 10 accepted: tau = 1 + 10 / 43 = 1.2326 (the engine's 1.2325581...), k 3; the
+    histogram [39, 1, 0, 3] gives position 1 accepted in 1 + 0 + 3 = 4 of 43 steps, positions 2 and 3 in 3:
+    rates 4/43, 3/43, 3/43 (sum 10/43 = tau - 1). detailed: 33 steps, 168 accepted: 1 + 168 / 33 = 6.0909, k 7.
+    A streamed body (`data: ...` lines, chunks before the last without metrics) reads the same."""
+    p = tmp_path / "resp.jsonl"
+    p.write_text(_vllm_resp("chatcmpl-1", VLLM_SUMMARY, wrap=True) + "\n" + _vllm_resp("chatcmpl-2", VLLM_DETAILED)
+                 + "\n")
+    assert ingest.detect(p) == "vllm-requests"
+    a, b = ingest.requests([p], "vllm-requests")
+    assert (a["request_id"], a["k"], a["verify_steps"]) == ("chatcmpl-1", 3, 43)
+    assert a["accepted_length"] == pytest.approx(1 + 10 / 43)
+    assert a["position_rates"] == f"{4 / 43:.4f},{3 / 43:.4f},{3 / 43:.4f}"
+    assert (b["k"], b["accepted_length"]) == (7, pytest.approx(1 + 168 / 33))
+    sse = tmp_path / "stream.txt"
+    chunk = json.dumps({"id": "chatcmpl-3", "object": "chat.completion.chunk",
+                        "choices": [{"delta": {"content": "x"}}]})
+    sse.write_text(f"data: {chunk}\n\ndata: {_vllm_resp('chatcmpl-3', VLLM_SUMMARY)}\n\ndata: [DONE]\n")
+    (c,) = ingest.requests([sse], "vllm-requests")
+    assert (c["request_id"], c["accepted_length"]) == ("chatcmpl-3", pytest.approx(1 + 10 / 43))
+    code, text, err = run(capsys, ["ingest", str(p), "--out", str(tmp_path / "r.csv")])
+    assert code == 0 and "vllm-requests (vllm): 2 rows" in text, err
+
+
+@pytest.mark.parametrize("change,msg", [
+    (dict(num_accepted_draft_tokens=11), "mean_acceptance_length 1.23256, but 1 + 11 / 43"),
+    (dict(acceptance_histogram=[38, 2, 0, 3]), "acceptance_histogram sums to 43 steps and 11 accepted"),
+    (dict(acceptance_histogram=[39, 1, 3]), "expected k + 1 = 4 counts"),
+    (dict(num_accepted_draft_tokens=200, mean_acceptance_length=None, acceptance_histogram=None,
+          num_draft_tokens=None), "accepted_length"),                       # 1 + 200 / 43 = 5.65 > k + 1
+    (dict(num_spec_tokens=0), "num_spec_tokens = '0'"),
+    (dict(num_spec_steps="43"), "num_spec_steps = '43'; expected a number >= 0"),
+])
+def test_impossible_vllm_requests_are_refused(tmp_path, capsys, change, msg):
+    spec = {key: v for key, v in {**VLLM_SUMMARY, **change}.items() if v is not None}
+    p = tmp_path / "r.jsonl"
+    p.write_text(_vllm_resp("x", spec) + "\n")
+    code, _, err = run(capsys, ["ingest", str(p), "--out", str(tmp_path / "o.csv")])
+    assert code == 2 and msg in err and "line 1" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "o.csv").exists()

@@ -60,6 +60,8 @@ def ingest(files: Files,
         if given:  # they would be ignored: acceptance per batch is the engine's, whatever the model
             raise SpecError(f"{', '.join(given)}: for benchmark results only; {form} gives acceptance per batch, "
                             "which takes no model flags (drop them)")
+    elif kind == _ingest.REQUESTS:
+        rows = _ingest.requests(files, form)
     else:
         from ..inputs import drafters
 
@@ -90,6 +92,12 @@ def ingest(files: Files,
         hint = f"--position-rates {last['position_rates']}" if last["position_rates"] else \
             f"--accepted-length {last['accepted_length']:.3f}"
         print(f"use it as {hint} (model commands), or in advise")
+    elif kind == _ingest.REQUESTS:
+        taus = sorted(r["accepted_length"] for r in rows)
+        q = {p: taus[min(len(taus) - 1, int(p / 100 * len(taus)))] for p in (10, 50, 90)}
+        mean = sum(r["accepted_length"] * r["verify_steps"] for r in rows) / sum(r["verify_steps"] for r in rows)
+        print(f"accepted length per request: p10 {q[10]:.3f}, p50 {q[50]:.3f}, p90 {q[90]:.3f}; over all verify "
+              f"passes {mean:.3f}")
     else:
         print(f"check the model against them: specjax validate {out}")
 
@@ -99,8 +107,9 @@ def advise(model, load,
            emit: Annotated[Optional[EmitChoice], typer.Option(help="Engine whose configuration to print (default: "
                                                                    "--engine, if it is one of them).")] = None,
            engine_version: Annotated[Optional[str], typer.Option(
-               help="Engine version the configuration is for (vLLM default 0.29, SGLang 0.5.20, TensorRT-LLM "
-                    "1.3): the emitted keys are what that version reads as meant.")] = None,
+               help="Engine version the configuration is for (default: the engine profile's engine_version when "
+                    "the profile is for this engine, else vLLM 0.29, SGLang 0.5.20, TensorRT-LLM 1.3): the emitted "
+                    "keys are what that version reads as meant.")] = None,
            draft_id: Annotated[Optional[str], typer.Option(
                help="What the engine loads as the draft (Hugging Face id or directory; default: the draft "
                     "preset's Hugging Face id).")] = None,
@@ -127,6 +136,10 @@ def advise(model, load,
         raise SpecError(f"draft_id={draft_id!r}; expected the draft's model id (a Hugging Face repo or a path)")
     sc = scenario(**model)
     engine = value(emit) or (sc.engine if sc.engine in _advise.EMIT else "vllm")
+    if engine_version is None:  # the version the engine profile was measured on, when it is for this engine
+        from ..inputs import engines as _engines
+
+        engine_version = _engines.load(sc.engine).version_for(engine)
     _emit.parse_version(engine, engine_version)  # a bad version fails before the sweep
     cap_source = "given"
     if max_num_seqs is None:  # the engine's scheduler default on this GPU (`inputs.scheduler`)

@@ -36,6 +36,7 @@ VERSIONS = {
     "trtllm": dict(oldest=(1, 0), default="1.3", schedule=(1, 2), last_keys=(1, 3)),
     "sglang": dict(oldest=(0, 4), default="0.5.20", adaptive=(0, 5, 10)),
 }
+VERSION_FORM = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-]?[A-Za-z0-9.]*)?")  # 0.29, v1.3.0rc1, 0.5.20
 ADAPTIVE_FILE = "specjax-adaptive.json"
 ADMISSION = {"vllm": "max_num_seqs", "trtllm": "max_batch_size", "sglang": "max_running_requests"}
 # the engine's name for a drafter kind; an EAGLE head: (EAGLE-1/2 name, EAGLE-3 name)
@@ -50,7 +51,7 @@ def parse_version(engine, text):
     """'0.29' / '1.3.0rc1' -> (0, 29) / (1, 3, 0): the numeric prefix, checked against the oldest supported."""
     v = VERSIONS[engine]
     text = v["default"] if text is None else str(text).strip()
-    m = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-]?[A-Za-z0-9.]*)?", text)
+    m = VERSION_FORM.fullmatch(text)
     oldest = ".".join(map(str, v["oldest"]))
     if not m:
         raise field_error("engine_version", text, f"a {engine} version like {v['default']} (>= {oldest})")

@@ -14,6 +14,11 @@ fractions of whatever peak the hardware file gives.
 A profile may carry the engine's scheduler defaults per GPU class in a `[scheduler]` table
 (`inputs.scheduler`: max_num_seqs, chunk_tokens, a speculative server's cap); the serving commands use
 them where the user gives no `--max-num-seqs` / `--chunk-tokens`.
+
+A profile may carry `engine_version` (a string such as "0.29" or "1.3.0rc1"): the version of the engine it
+was measured on. `advise` emits for it when no `--engine-version` is given and the profile is for the
+emitted engine (its `name`, else its slug, is `vllm`, `sglang` or `trtllm`); it is checked when the profile is
+read (a version form, and for those engines not older than the oldest `engine.emit` writes for).
 """
 
 import dataclasses
@@ -22,7 +27,7 @@ import pathlib
 
 from .. import catalogue
 from ..cost.trees import Hardware
-from ..errors import field_error, unknown_name
+from ..errors import SpecError, field_error, unknown_name
 from . import hardware as _hw
 from . import scheduler as _scheduler
 from .presets import read_toml
@@ -32,7 +37,9 @@ PURE = "roofline"
 DEFAULT = catalogue.INPUTS["engine"].default  # model commands, the API, sweeps and measurement rows alike
 GENERIC = "generic"  # efficiencies pooled over every engine, no overheads: for rows of engines without a profile
 DEFAULTS = {f.name: f.default for f in dataclasses.fields(Hardware) if f.name in catalogue.ENGINE}
-_LABELS = {"name", "description", "source", "fitted", "held", "calibration", "hardware", "scheduler"}
+# every non-term key a profile may carry (engine terms: `catalogue.ENGINE`)
+_LABELS = {"name", "description", "source", "fitted", "held", "calibration", "hardware", "scheduler",
+           "engine_version"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +55,18 @@ class EngineProfile:
     fitted: tuple = ()
     source: str = ""
     scheduler: dict | None = None
+    engine_version: str = ""  # the engine version it was measured on ("" when not said)
+
+    @property
+    def engine(self):
+        """The emitter engine this profile is for (`engine.emit.ENGINES`), or None."""
+        from ..engine.emit import ENGINES
+
+        return next((n for n in (self.name, self.slug) if n in ENGINES), None)
+
+    def version_for(self, engine):
+        """The profile's `engine_version` when it is for `engine`, else None."""
+        return (self.engine_version or None) if self.engine == engine else None
 
     def values_for(self, hardware_slug):
         """The engine terms on one hardware: every engine key, defaults where the profile is silent."""
@@ -91,7 +110,7 @@ def from_dict(data, slug, source):
     unknown = set(data) - _LABELS - set(catalogue.ENGINE)
     if unknown:
         raise unknown_name("engine key", sorted(unknown)[0], sorted(_LABELS | set(catalogue.ENGINE)), source)
-    for key in ("name", "description", "source"):
+    for key in ("name", "description", "source", "engine_version"):
         if not isinstance(data.get(key, ""), str):
             raise field_error(key, data[key], "a string", source)
     fitted = data.get("fitted", [])
@@ -106,10 +125,31 @@ def from_dict(data, slug, source):
         if h not in known:
             raise unknown_name("hardware table [hardware.<slug>] (a hardware preset's slug)", h, known, source)
     per_hw = {h: _terms(t, source, f"hardware.{h}") for h, t in per_hw.items()}
-    return EngineProfile(slug=slug, name=data.get("name", slug), values=values, per_hardware=per_hw,
-                         description=data.get("description", ""), fitted=tuple(fitted),
-                         source=data.get("source", ""),
-                         scheduler=_scheduler.from_table(data.get("scheduler"), source))
+    profile = EngineProfile(slug=slug, name=data.get("name", slug), values=values, per_hardware=per_hw,
+                            description=data.get("description", ""), fitted=tuple(fitted),
+                            source=data.get("source", ""),
+                            scheduler=_scheduler.from_table(data.get("scheduler"), source),
+                            engine_version=data.get("engine_version", "").strip())
+    if "engine_version" in data:
+        _check_version(profile, source)
+    return profile
+
+
+def _check_version(profile, source):
+    """A profile's `engine_version`: the form `engine.emit.parse_version` reads, and for an emitter engine
+    not older than the oldest it writes for (one error naming the file)."""
+    from ..engine import emit
+
+    v = profile.engine_version
+    engine = profile.engine
+    try:
+        if engine is not None:
+            emit.parse_version(engine, v)
+        elif not emit.VERSION_FORM.fullmatch(v):
+            raise SpecError(v)
+    except SpecError:
+        oldest = "" if engine is None else f" ({engine} >= {'.'.join(map(str, emit.VERSIONS[engine]['oldest']))})"
+        raise field_error("engine_version", v, f"a version like 0.29 or 1.3.0rc1{oldest}", source) from None
 
 
 def preset_slugs():

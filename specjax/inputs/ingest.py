@@ -26,6 +26,16 @@ the registry, so a new format is one `register(Format(...))`. The formats, follo
   (`inflightBatchingStats.numGenRequests`, `.numContextRequests`, `specDecodingStats.numDraftTokens`,
   `.numAcceptedTokens`, `.numRequestsWithDraftTokens`, `iterLatencyMS`): tau per batch and the step
   time of decode-only iterations; iterations with `specDecodingStats` null or no drafts are skipped.
+- `sglang-metrics`: SGLang `/metrics`: the gauge `sglang:spec_accept_length` per scheduler label set with
+  `sglang:num_running_reqs` of the same labels (a gauge: one interval's mean, weight 1, no k).
+- `trtllm-metrics`: TensorRT-LLM `/prometheus/metrics` (prefix `trtllm_`): the per-position counters
+  `trtllm_spec_decode_drafted_tokens_total` / `..._accepted_tokens_total{token_position="i"}`, else the
+  iteration counters `trtllm_spec_decode_num_draft_tokens_total` / `..._num_accepted_tokens_total` with k
+  from `trtllm_speculative_config_info{spec_num_tokens}`; batch `trtllm_num_generation_requests`. One
+  scrape or two, as `vllm-metrics`.
+- `vllm-requests`, `sglang-requests` (`REQUESTS`: a row per request, not per batch): vLLM's
+  `metrics.speculative_decoding` of each response (`--per-request-spec-decode-metrics`), SGLang's
+  `meta_info` spec fields of `/generate` responses (`spec_verify_ct` and the accepted/proposed drafts).
 - `vllm-bench` (`vllm bench serve --save-result` JSON) and `sglang-bench` (`bench_serving` JSON
   lines), and their console reports (`vllm-bench-console`, `sglang-bench-console`: the text block under
   `Serving Benchmark Result`): results with an acceptance length are speculative, the others the
@@ -488,17 +498,27 @@ def _sample(text):
     return name, labels, parts[0]
 
 
-def _position(labels):
-    i = labels.find('position="')
-    if i < 0:
+def _label(labels, key):
+    """The value of label `key` in a `{a="x",b="y"}` label text, or None (split, no regular expression)."""
+    for item in labels.strip("{}").split(","):
+        k, sep, v = item.partition("=")
+        if sep and k.strip() == key:
+            return v.strip().strip('"')
+    return None
+
+
+def _position(labels, key="position"):
+    word = _label(labels, key)
+    if word is None:
         return None
-    word = labels[i + len('position="'):].split('"', 1)[0]
     return int(word) if word.isdigit() and len(word) <= 3 else -1
 
 
-def _scrape(path):
-    """Counters of one Prometheus scrape: totals summed over label sets (engines), per position."""
-    vals, per_pos, running, seen = {}, {}, None, set()
+def _prom_samples(path, prefix):
+    """(line, name, labels, value) of each sample of a Prometheus scrape whose name starts with `prefix`:
+    values finite and >= 0 (counters and gauges of counts), a sample twice refused (two scrapes pasted
+    into one file), a line that is no sample refused."""
+    seen = set()
     for n, text in _lines(path):
         if not text.strip() or text.startswith("#"):
             continue
@@ -506,7 +526,7 @@ def _scrape(path):
         if s is None:
             raise _err(path, n, "not a Prometheus sample line (name{labels} value)")
         name, labels, value = s
-        if not name.startswith("vllm:"):
+        if not name.startswith(prefix):
             continue
         v = _float(value)
         if v is None or v < 0:  # counters and the running gauge are finite counts
@@ -515,6 +535,13 @@ def _scrape(path):
             raise _err(path, n, f"{name}{labels} a second time (two scrapes in one file?); give each scrape as "
                                 "its own file (before, after)")
         seen.add((name, labels))
+        yield n, name, labels, v
+
+
+def _scrape(path):
+    """Counters of one Prometheus scrape: totals summed over label sets (engines), per position."""
+    vals, per_pos, running = {}, {}, None
+    for n, name, labels, v in _prom_samples(path, "vllm:"):
         if name in COUNTERS:
             vals[name] = vals.get(name, 0.0) + v
         elif name == POS_COUNTER:
@@ -570,6 +597,260 @@ def vllm_metrics(paths):
     if drafts > 0:
         t.add(drafts, accepted, per_pos, k=math.ceil(draft_tokens / drafts))
     return {batch: t}
+
+
+# ---- SGLang Prometheus metrics --------------------------------------------------------------------
+
+SGL_ACCEPT = "sglang:spec_accept_length"  # a gauge: the scheduler's accept length over its last log interval
+SGL_RUNNING = "sglang:num_running_reqs"   # a gauge of the same interval, same labels
+
+
+def sglang_metrics(path):
+    """{batch: Totals} from one SGLang `/metrics` scrape (`python/sglang/srt/metrics/collector.py`,
+    `SchedulerMetricsCollector`): per label set (one per scheduler: tp/pp/dp rank) the gauge
+    `sglang:spec_accept_length` (accepted tokens per forward pass, the bonus included: the `accept len` of
+    the decode log line) with `sglang:num_running_reqs` of the same labels as its batch. A gauge is one
+    interval's mean, not counts: each label set weighs 1, like a log line. 0 is the gauge's value before
+    any speculative decode (or with speculation off) and is skipped; a value in (0, 1) is refused."""
+    accept, running = {}, {}
+    for n, name, labels, v in _prom_samples(path, "sglang:"):
+        if name == SGL_ACCEPT:
+            accept[labels] = (n, v)
+        elif name == SGL_RUNNING:
+            running[labels] = v
+    if not accept:
+        raise SpecError(f"{path}: no {SGL_ACCEPT} (SGLang exports it with --enable-metrics; a scrape without it "
+                        "is of another engine or cut short)")
+    out = {}
+    for labels, (n, tau) in accept.items():
+        if tau == 0:
+            continue
+        tau = _value(path, n, SGL_ACCEPT, repr(tau), 1.0, 65.0)
+        b = running.get(labels)
+        batch = int(b) if b and b.is_integer() and b <= 1e8 else None
+        out.setdefault(batch, Totals(batch_from="scrape" if batch else "unknown", tol=1e-6)).add(
+            1.0, tau - 1.0, line=n)
+    return out
+
+
+# ---- TensorRT-LLM Prometheus metrics --------------------------------------------------------------
+
+TRT_DRAFTED_POS = "trtllm_spec_decode_drafted_tokens_total"    # {token_position="i"}: per-request perf metrics
+TRT_ACCEPTED_POS = "trtllm_spec_decode_accepted_tokens_total"  # {token_position="i"}
+TRT_DRAFT = "trtllm_spec_decode_num_draft_tokens_total"        # iteration stats: numDraftTokens summed
+TRT_ACCEPTED = "trtllm_spec_decode_num_accepted_tokens_total"  # iteration stats: numAcceptedTokens summed
+TRT_CONFIG = "trtllm_speculative_config_info"                  # labels spec_num_tokens (k), spec_method, ...
+TRT_GEN = "trtllm_num_generation_requests"                     # gauge: the last iteration's generation requests
+
+
+def _trt_scrape(path):
+    """Counters of one TensorRT-LLM `/prometheus/metrics` scrape, summed over label sets: the per-position
+    drafted and accepted tokens, the iteration totals, k from the speculative config info, the last
+    iteration's generation requests."""
+    drafted, accepted, totals, k, gen = {}, {}, {}, None, None
+    for n, name, labels, v in _prom_samples(path, "trtllm_"):
+        if name in (TRT_DRAFTED_POS, TRT_ACCEPTED_POS):
+            p = _position(labels, "token_position")
+            if p is None or p < 0:
+                raise _err(path, n, f"{name} without token_position=\"i\" (i = 0, 1, ...)")
+            d = drafted if name == TRT_DRAFTED_POS else accepted
+            d[p] = d.get(p, 0.0) + v
+        elif name in (TRT_DRAFT, TRT_ACCEPTED):
+            totals[name] = totals.get(name, 0.0) + v
+        elif name == TRT_CONFIG and _label(labels, "spec_num_tokens") not in (None, "", "None"):
+            k = int(_value(path, n, "spec_num_tokens", _label(labels, "spec_num_tokens"), 1, K_MAX, integer=True))
+        elif name == TRT_GEN:
+            gen = (gen or 0.0) + v
+    for d, name in ((drafted, TRT_DRAFTED_POS), (accepted, TRT_ACCEPTED_POS)):
+        if d and sorted(d) != list(range(len(d))):
+            gap = next(i for i in range(len(d) + 1) if i not in d)
+            raise SpecError(f"{path}: {name} has token positions {', '.join(map(str, sorted(d)))} but not {gap}; "
+                            "expected positions 0..k-1")
+    n_pos = max(len(drafted), len(accepted))
+    return ([drafted.get(i, 0.0) for i in range(n_pos)], [accepted.get(i, 0.0) for i in range(n_pos)], totals, k,
+            gen)
+
+
+def trtllm_metrics(paths):
+    """{batch: Totals} from one TensorRT-LLM scrape (totals since start) or two (their difference). With the
+    per-position counters (`return_perf_metrics`): drafts = drafted tokens at position 0 (every draft
+    round proposes one), per-position rates = accepted at i / drafts, tau = 1 + their sum. Without them:
+    the iteration counters and k from `trtllm_speculative_config_info{spec_num_tokens}`: drafts = draft
+    tokens / k (a fixed draft length). Batch = `trtllm_num_generation_requests` of the last scrape."""
+    if len(paths) > 2:
+        raise SpecError(f"trtllm-metrics takes one scrape or two (before, after); got {len(paths)} files")
+    scrapes = [_trt_scrape(p) for p in paths]
+    drafted, accepted, totals, k, gen = scrapes[-1]
+    label = ", ".join(map(str, paths))
+    if len(scrapes) == 2:
+        d0, a0, t0, _, _ = scrapes[0]
+        for now, before, name in ((drafted, d0, TRT_DRAFTED_POS), (accepted, a0, TRT_ACCEPTED_POS)):
+            for i, (a, b) in enumerate(zip(now, before + [0.0] * (len(now) - len(before)))):
+                if a < b:
+                    raise SpecError(f"{paths[1]}: {name}{{token_position=\"{i}\"}} fell from {b:g} to {a:g} (the "
+                                    "server restarted between the scrapes); scrape twice from one run")
+            now[:] = [a - b for a, b in zip(now, before + [0.0] * (len(now) - len(before)))]
+        for c in totals:
+            if totals[c] < t0.get(c, 0.0):
+                raise SpecError(f"{paths[1]}: {c} fell from {t0[c]:g} to {totals[c]:g} (the server restarted "
+                                "between the scrapes); scrape twice from one run")
+            totals[c] -= t0.get(c, 0.0)
+    batch = int(round(gen)) if gen else None
+    t = Totals(batch_from="scrape" if batch else "unknown", tol=1e-6)
+    if drafted:
+        for i, (a, d) in enumerate(zip(accepted, drafted)):
+            if a > d:
+                raise SpecError(f"{label}: {TRT_ACCEPTED_POS}{{token_position=\"{i}\"}} = {a:g} above "
+                                f"{TRT_DRAFTED_POS} = {d:g}")
+        if drafted[0] > 0:
+            t.add(drafted[0], sum(accepted), accepted, k=len(drafted))
+        return {batch: t}
+    if TRT_DRAFT not in totals or TRT_ACCEPTED not in totals:
+        raise SpecError(f"{label}: no TensorRT-LLM speculative counters ({TRT_DRAFTED_POS}, or {TRT_DRAFT} and "
+                        f"{TRT_ACCEPTED}); a scrape of trtllm-serve /prometheus/metrics with speculation on")
+    if k is None:
+        raise SpecError(f"{label}: {TRT_DRAFT} without per-position counters needs k: no {TRT_CONFIG} with "
+                        "spec_num_tokens in the scrape (enable return_perf_metrics for the per-position counters)")
+    draft_tokens, acc = totals[TRT_DRAFT], totals[TRT_ACCEPTED]
+    if acc > draft_tokens:
+        raise SpecError(f"{label}: {acc:g} accepted tokens above {draft_tokens:g} draft tokens")
+    if draft_tokens > 0:
+        t.add(draft_tokens / k, acc, k=k)
+    return {batch: t}
+
+
+# ---- SGLang per-request spec fields ---------------------------------------------------------------
+
+# meta_info of a finished request (SGLang `tokenizer_manager.py`, `_calculate_spec_decoding_metrics`):
+# spec_verify_ct (verify passes; every version with a speculative algorithm), completion_tokens, and from
+# 2025 the accepted and proposed draft tokens (`spec_accept_token_num` / `spec_draft_token_num`, renamed
+# `spec_num_correct_drafts` / `spec_num_proposed_drafts` in 2026 with the old-name aliases
+# `spec_accepted_drafts` / `spec_proposed_drafts`)
+SGL_ACCEPTED = ("spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num")
+SGL_PROPOSED = ("spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num")
+
+
+def sglang_requests(path):
+    """Per-request rows of SGLang `/generate` responses (JSON lines, or a list; a response of a batch is a
+    list of them): tau = 1 + accepted drafts / verify passes where the engine counts accepted drafts, else
+    SGLang's own `spec_accept_length` = completion_tokens / spec_verify_ct (the prefill's token included);
+    k = proposed drafts / verify passes where counted. A request with no verify pass (done at prefill) is
+    skipped; each row passes `measured.check_acceptance` or the file is refused naming its line."""
+    from . import measured
+
+    rows = []
+    for n, obj in _json_records(path):
+        for r in obj if isinstance(obj, list) else [obj]:
+            meta = r.get("meta_info") if isinstance(r, dict) else None
+            if not isinstance(meta, dict):
+                raise _err(path, n, "a response without meta_info (SGLang /generate returns text and meta_info)")
+            if "spec_verify_ct" not in meta:
+                raise _err(path, n, "meta_info without spec_verify_ct (a server without a speculative algorithm)")
+            verify = _num(path, n, meta, "spec_verify_ct")
+            out_tokens = _num(path, n, meta, "completion_tokens")
+            if verify == 0:
+                continue
+            acc_key = next((key for key in SGL_ACCEPTED if key in meta), None)
+            prop_key = next((key for key in SGL_PROPOSED if key in meta), None)
+            k = None
+            if prop_key is not None:
+                per = _num(path, n, meta, prop_key) / verify
+                if per:
+                    k = int(round(per))
+                    if abs(per - k) > 1e-9 or not 1 <= k <= K_MAX:
+                        raise _err(path, n, f"{prop_key} / spec_verify_ct = {per:g}; expected a whole draft length "
+                                            f"1..{K_MAX} (SGLang proposes k drafts per verify pass)")
+            if acc_key is not None:
+                acc = _num(path, n, meta, acc_key)
+                if prop_key is not None and acc > _num(path, n, meta, prop_key):
+                    raise _err(path, n, f"{acc_key} above {prop_key}")
+                tau = 1.0 + acc / verify
+            else:
+                tau = out_tokens / verify
+            measured.check_acceptance(path, n, k, tau)
+            rid = meta.get("id", r.get("id", ""))
+            rows.append(dict(request_id=str(rid), accepted_length=tau, k=k, verify_steps=int(verify),
+                             output_tokens=int(out_tokens), position_rates="", line=n))
+    return rows
+
+
+# ---- vLLM per-request spec decode metrics --------------------------------------------------------
+
+# `vllm serve --per-request-spec-decode-metrics summary|detailed` (vLLM PR #48915, merged Aug 2026: not in
+# 0.28.0, in 0.29.0): each response carries `metrics.speculative_decoding` with num_spec_steps,
+# num_draft_tokens, num_accepted_draft_tokens, num_spec_tokens (k), mean_acceptance_length (1 + accepted /
+# steps), draft_acceptance_rate and acceptance_histogram (steps that accepted 0, 1, ..., k drafts);
+# `detailed` adds per_step_accepted. The shape is that of responses captured in llama-swap issue #1032 and
+# syv-ai/qwen38-27b-rtx3090 issue #66 (vLLM 0.27.2rc1.dev407, 0.29.0).
+VLLM_SPEC = "speculative_decoding"
+
+
+def _vllm_response_objects(path):
+    """(line, object) of saved responses: JSON lines, a JSON list, or a streamed body (`data: {...}` lines,
+    `data: [DONE]`); a capture wrapping the response as {"data": {...}} is unwrapped."""
+    head = _head(path)
+    if any(t.strip().startswith("data:") for t in head.splitlines()[:50]):
+        for n, text in _lines(path):
+            t = text.strip()
+            if not t.startswith("data:"):
+                continue
+            t = t[5:].strip()
+            if t == "[DONE]" or not t:
+                continue
+            yield from _json_values(path, t, n)
+        return
+    yield from _json_records(path)
+
+
+def vllm_requests(path):
+    """Per-request rows of vLLM responses with `metrics.speculative_decoding` (see `VLLM_SPEC`): tau = 1 +
+    num_accepted_draft_tokens / num_spec_steps, k = num_spec_tokens, per-position rates from the acceptance
+    histogram (position i accepted in the steps that accepted i or more drafts). The engine's own mean,
+    draft count (steps x k) and histogram (summing to the steps and to the accepted drafts) must agree with
+    the counts, else the file is refused naming the line; responses without the object (stream chunks
+    before the last) are skipped."""
+    from . import measured
+
+    rows = []
+    for n, obj in _vllm_response_objects(path):
+        for r in obj if isinstance(obj, list) else [obj]:
+            if isinstance(r, dict) and isinstance(r.get("data"), dict):
+                r = r["data"]
+            spec = (r.get("metrics") or {}).get(VLLM_SPEC) if isinstance(r, dict) else None
+            if spec is None:
+                continue
+            if not isinstance(spec, dict):
+                raise _err(path, n, f"metrics.{VLLM_SPEC} = {str(spec)[:40]!r}; expected an object")
+            steps = _num(path, n, spec, "num_spec_steps")
+            if steps == 0:
+                continue
+            acc = _num(path, n, spec, "num_accepted_draft_tokens")
+            k = int(_value(path, n, "num_spec_tokens", repr(spec.get("num_spec_tokens")), 1, K_MAX, integer=True))
+            drafted = _num(path, n, spec, "num_draft_tokens", optional=True)
+            if drafted is not None and acc > drafted:
+                raise _err(path, n, f"num_accepted_draft_tokens {acc:g} above num_draft_tokens {drafted:g}")
+            tau = 1.0 + acc / steps
+            mean = _num(path, n, spec, "mean_acceptance_length", optional=True)
+            if mean is not None and abs(mean - tau) > 1e-6 * tau + 5e-5:  # 4-decimal captures allowed
+                raise _err(path, n, f"mean_acceptance_length {mean:g}, but 1 + {acc:g} / {steps:g} = {tau:.6g}; "
+                                    "expected one request's counts")
+            rates = []
+            hist = spec.get("acceptance_histogram")
+            if hist is not None:
+                if not isinstance(hist, list) or len(hist) != k + 1:
+                    raise _err(path, n, f"acceptance_histogram = {str(hist)[:40]}; expected k + 1 = {k + 1} counts "
+                                        "(steps that accepted 0..k drafts)")
+                h = [_num(path, n, {"h": v}, "h") for v in hist]
+                if sum(h) != steps or sum(j * c for j, c in enumerate(h)) != acc:
+                    raise _err(path, n, f"acceptance_histogram sums to {sum(h):g} steps and "
+                                        f"{sum(j * c for j, c in enumerate(h)):g} accepted; the counts say {steps:g} "
+                                        f"and {acc:g}")
+                rates = [sum(h[i:]) / steps for i in range(1, k + 1)]
+            measured.check_acceptance(path, n, k, tau, rates)
+            rows.append(dict(request_id=str(r.get("id", "")), accepted_length=tau, k=k, verify_steps=int(steps),
+                             output_tokens=int(_num(path, n, r, "usage", "completion_tokens", optional=True) or 0),
+                             position_rates=_join(rates), line=n))
+    return rows
 
 
 # ---- benchmark results ----------------------------------------------------------------------------
@@ -796,9 +1077,11 @@ def _console_records(path, needs=CONSOLE_NEEDS):
 # ---- the format registry ---------------------------------------------------------------------------
 
 ACCEPTANCE = "acceptance"  # what a format gives: an acceptance summary per batch ...
-BENCH = "bench"            # ... or benchmark results, paired into measurement rows
+BENCH = "bench"            # ... or benchmark results, paired into measurement rows ...
+REQUESTS = "requests"      # ... or one accepted length per request
 GIVES = {ACCEPTANCE: "acceptance per batch (tau, per-position rates, step time)",
-         BENCH: "measurement rows (each speculative result paired with its baseline)"}
+         BENCH: "measurement rows (each speculative result paired with its baseline)",
+         REQUESTS: "per-request accepted lengths (request_id, accepted_length, k)"}
 
 
 class Detector(Protocol):
@@ -894,6 +1177,14 @@ register(Format("vllm-metrics", "vllm", ACCEPTANCE,
                 lambda head: "vllm:spec_decode_num_drafts" in head or "# TYPE vllm:" in head,
                 lambda paths: [(", ".join(map(str, paths)), vllm_metrics(paths))],
                 "vLLM Prometheus scrape (one: totals; two: their difference)"))
+register(Format("sglang-metrics", "sglang", ACCEPTANCE, lambda head: SGL_ACCEPT in head or "# TYPE sglang:" in head,
+                per_file(sglang_metrics), "SGLang Prometheus scrape (sglang:spec_accept_length per scheduler)",
+                empty="sglang:spec_accept_length is 0 (no speculative decode yet, or speculation off)"))
+register(Format("trtllm-metrics", "trtllm", ACCEPTANCE,
+                lambda head: "trtllm_spec_decode_" in head or "# TYPE trtllm_" in head,
+                lambda paths: [(", ".join(map(str, paths)), trtllm_metrics(paths))],
+                "TensorRT-LLM /prometheus/metrics scrape (one: totals; two: their difference)",
+                empty="no draft tokens counted (speculation off, or no request finished)"))
 register(Format("vllm-log", "vllm", ACCEPTANCE, lambda head: _V1 in head or _V0 in head, per_file(vllm_log),
                 "vLLM log (V1 SpecDecoding metrics lines, V0 Speculative metrics lines)"))
 register(Format("sglang-log", "sglang", ACCEPTANCE,
@@ -903,6 +1194,15 @@ register(Format("sglang-log", "sglang", ACCEPTANCE,
 register(Format("trtllm-stats", "trtllm", ACCEPTANCE, lambda head: "specDecodingStats" in head,
                 per_file(trtllm_stats), "TensorRT-LLM iteration stats (JSON)",
                 empty="every iteration has specDecodingStats null or no drafts (speculation was off)"))
+register(Format("vllm-requests", "vllm", REQUESTS, lambda head: '"speculative_decoding"' in head,
+                lambda paths: [(str(p), vllm_requests(p)) for p in paths],
+                "vLLM responses with metrics.speculative_decoding (--per-request-spec-decode-metrics)",
+                empty="no response with metrics.speculative_decoding and a spec step"))
+register(Format("sglang-requests", "sglang", REQUESTS,
+                lambda head: '"meta_info"' in head and '"spec_verify_ct"' in head,
+                lambda paths: [(str(p), sglang_requests(p)) for p in paths],
+                "SGLang /generate responses, per request (meta_info spec_verify_ct)",
+                empty="every request finished without a verify pass"))
 register(Format("vllm-bench", "vllm", BENCH, lambda head: "mean_tpot_ms" in head and not _sglang_bench(head),
                 _bench("vllm-bench", _vllm_bench_acceptance), "vllm bench serve --save-result JSON"))
 register(Format("sglang-bench", "sglang", BENCH, _sglang_bench,
@@ -932,6 +1232,19 @@ def acceptance(paths, fmt):
                 continue
             measured.check_acceptance(name, t.line or "-", row["k"], row["accepted_length"], t.rates(), t.tol)
             rows.append(dict(file=name, format=fmt, engine=form.engine, batch=b, batch_from=t.batch_from, **row))
+    if not rows:
+        why = f": {form.empty}" if form.empty else ""
+        raise SpecError(f"{', '.join(map(str, paths))}: no speculative-decoding samples ({fmt}){why}")
+    return rows
+
+
+def requests(paths, fmt):
+    """Per-request rows (file, format, engine, request_id, accepted_length, k, verify_steps, output_tokens,
+    line) of files of a `REQUESTS` format, each checked by its reader through `measured.check_acceptance`."""
+    form = get(fmt)
+    if form.gives != REQUESTS:
+        raise SpecError(f"{fmt} gives {GIVES[form.gives]}, not per-request accepted lengths")
+    rows = [dict(file=name, format=fmt, engine=form.engine, **r) for name, rs in form.read(paths) for r in rs]
     if not rows:
         why = f": {form.empty}" if form.empty else ""
         raise SpecError(f"{', '.join(map(str, paths))}: no speculative-decoding samples ({fmt}){why}")
