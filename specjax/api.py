@@ -175,6 +175,10 @@ def optimize_trees(scenario, batches, max_depth=8, dtype=None):
     `shape_by_batch` objects with batch, status (of the best shape), depth, topk, tokens, speedup,
     chain_k, chain_speedup. A shape with speedup <= 1 means: switch speculation off there."""
     hw, deploy, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
+    if dec.is_parallel:
+        from .errors import SpecError
+        raise SpecError("draft trees need a chain drafter; drafter='parallel' proposes one block of k tokens "
+                        "(search its block size k without --trees)")
     if not dec.is_tree:
         one = jnp.ones_like(dec.k)
         dec = dec.replace(tree_topk=one, tree_tokens=dec.k + one)

@@ -84,7 +84,8 @@ def _no_expert_dtype(dts):
 def _same_hidden_size(target, head):
     """An EAGLE head runs on the target's hidden states: its hidden size must be the target's."""
     if head.d_model != target.d_model:
-        raise field_error("draft", head.name, f"an EAGLE head with hidden_size {target.d_model} like the target "
+        what = "a DFlash drafter" if head.dflash_features else "an EAGLE head"
+        raise field_error("draft", head.name, f"{what} with hidden_size {target.d_model} like the target "
                           f"{target.name} (this head has {head.d_model}; is it the head of another model?)",
                           head.source)
 
