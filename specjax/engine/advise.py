@@ -15,6 +15,9 @@ users see the engine flap between on and off), and merges equal neighbours into 
 - sglang: one k for every batch (SGLang has no batch switch): `--speculative-num-steps k
   --speculative-eagle-topk 1 --speculative-num-draft-tokens k+1`, the k with the best geometric-mean
   speedup over the served batches, and a warning when speculation does not pay inside the range.
+
+A parallel drafter (MODEL.md 2.3) is named by the kind of its config (`PARALLEL`): vLLM's draft_model or
+eagle3 with `parallel_drafting`, or dflash; TensorRT-LLM's PARD or DFlash; SGLang's DFLASH.
 """
 
 import functools
@@ -88,10 +91,41 @@ METHODS = {  # engine -> drafter kind -> its name there; an EAGLE head: (EAGLE-1
 }
 
 
+# A parallel drafter (MODEL.md 2.3), by the kind of its config: (name, extra keys) per engine; None: not served.
+# vLLM: draft_model / eagle3 with "parallel_drafting": true (PARD, P-EAGLE; vLLM PR 32887), "dflash" (DFlash);
+# TensorRT-LLM: PARDDecodingConfig, DFlashDecodingConfig; SGLang: --speculative-algorithm DFLASH only.
+PARALLEL = {
+    "vllm": {"model": ("draft_model", {"parallel_drafting": True}), "eagle": ("eagle3", {"parallel_drafting": True}),
+             "dflash": ("dflash", {})},
+    "trtllm": {"model": ("PARD", {}), "eagle": None, "dflash": ("DFlash", {})},
+    "sglang": {"model": None, "eagle": None, "dflash": ("DFLASH", {})},
+}
+
+
+def parallel_kind(scenario):
+    """"dflash", "eagle" (P-EAGLE) or "model" (PARD): the config behind a parallel drafter."""
+    from ..inputs import models
+
+    arch = models.load_architecture(scenario.draft)
+    return "dflash" if arch.dflash_features else ("eagle" if arch.eagle_version else "model")
+
+
+def _parallel_method(scenario, engine):
+    kind = parallel_kind(scenario)
+    found = PARALLEL[engine][kind]
+    if found is None:
+        served = [e for e, table in PARALLEL.items() if table[kind]]
+        raise SpecError(f"emit={engine!r} has no parallel {'EAGLE head' if kind == 'eagle' else 'draft model'} "
+                        f"(draft={scenario.draft!r}); expected one of {', '.join(served)}")
+    return found
+
+
 def _method(scenario, engine):
     """The engine's name for the scenario's drafter (EAGLE-3 heads told apart by their config)."""
     from ..inputs import models
 
+    if scenario.drafter == "parallel":
+        return _parallel_method(scenario, engine)[0]
     names = METHODS[engine]
     if scenario.drafter not in names:
         raise SpecError(f"drafter={scenario.drafter!r} has no engine configuration (an abstract cost-ratio or "
@@ -120,6 +154,8 @@ def emit(engine, scenario, ranges, table, best, max_num_seqs):
             cfg = {"method": cfg["method"], "model": scenario.draft, **{k: v for k, v in cfg.items() if k != "method"}}
         if scenario.draft_tp:
             cfg["draft_tensor_parallel_size"] = scenario.draft_tp
+        if scenario.drafter == "parallel":
+            cfg.update(_parallel_method(scenario, "vllm")[1])
         return cfg, f"--speculative-config '{json.dumps(cfg)}'", warnings
     if engine == "trtllm":
         cfg = {"decoding_type": _method(scenario, "trtllm"), "max_draft_len": max(k_top, 1)}
@@ -152,6 +188,13 @@ def emit(engine, scenario, ranges, table, best, max_num_seqs):
                             f"{int(off[0])} or serve those loads without speculation")
         cfg = {"speculative_algorithm": _method(scenario, "sglang"), "speculative_num_steps": k,
                "speculative_eagle_topk": 1, "speculative_num_draft_tokens": k + 1}
+        if scenario.drafter == "parallel":  # DFLASH drafts the block its config names, in one pass
+            from ..inputs import models
+            block = models.load_architecture(scenario.draft).block_size
+            cfg = {"speculative_algorithm": cfg["speculative_algorithm"]}
+            if k != block - 1:
+                warnings.append(f"SGLang's DFLASH drafts the block of the drafter's config ({block - 1} tokens); the "
+                                f"model's best k on the served range is {k}")
         if scenario.draft and scenario.drafter != "mtp":
             cfg["speculative_draft_model_path"] = scenario.draft
         flags = " ".join(f"--{key.replace('_', '-')} {v}" for key, v in cfg.items())
