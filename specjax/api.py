@@ -196,13 +196,26 @@ def optimize_trees(scenario, batches, max_depth=8, dtype=None):
                 max_depth=int(max_depth), inputs=inputs(scenario))
 
 
+def block_k(scenario):
+    """The most draft tokens the scenario's drafter proposes per step, where its config fixes it: a DFlash
+    drafter fills a block of `block_size` tokens, the first the last verified one (k <= block_size - 1);
+    None for every other drafter."""
+    if scenario.drafter != "parallel":
+        return None
+    from .inputs import models
+
+    block = models.load_architecture(scenario.draft).block_size
+    return block - 1 if block else None
+
+
 def optimize(scenario, batches, k_max=16, batch_max=65536.0, dtype=None, method="optax"):
     """k* (optax search, integer-checked) at each batch that fits in memory with the drafter (`status`
     per batch; k* is None where it does not fit), and the switch-off batch of the best-k envelope, with
     what bounds it: `pays_up_to` = the switch-off batch, else the largest batch that fits with the
     drafter at k_max, else the search bound (`pays_up_to_bound`: switch_off | memory | search_bound |
-    never_pays)."""
+    never_pays). `k_max` is the largest k searched (a DFlash drafter's block less one where smaller)."""
     hw, deploy, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
+    k_max = min(k_max, block_k(scenario) or k_max)  # a DFlash drafter: at most its block
     b = np.asarray(batches, dtype=np.asarray(dec.alpha).dtype)
     per, status, off, never, mem = _opt(hw, deploy, tgt, draft, dec, b, batch_max, int(k_max), method)
     rows = []
@@ -222,7 +235,7 @@ def optimize(scenario, batches, k_max=16, batch_max=65536.0, dtype=None, method=
     else:
         up_to, bound = float(batch_max), "search_bound"
     return dict(k_star_by_batch=rows, switch_off_batch=off, max_batch_sd=int(mem), batch_bound=float(batch_max),
-                pays_up_to=up_to, pays_up_to_bound=bound, inputs=inputs(scenario))
+                pays_up_to=up_to, pays_up_to_bound=bound, k_max=int(k_max), inputs=inputs(scenario))
 
 
 AUTO_QPS = (0.01, 1.2)  # default rates: fractions of the larger sustainable rate, log-spaced

@@ -277,3 +277,18 @@ def test_reference_passes_none_is_the_chain():
     args = (ref.as_floats(hw), ref.as_floats(tgt), ref.as_floats(dr), 4.0, 1, 0.7, 2048.0)
     assert ref.speedup(*args, passes=1) == pytest.approx(ref.speedup(*args), rel=1e-14)
     assert math.isfinite(ref.speedup(*args[:4], 6, 0.7, 2048.0, passes=2))
+
+
+def test_a_dflash_block_caps_k_in_optimize_and_advise():
+    """A DFlash drafter fills a block of block_size tokens, the first the last verified one: optimize and advise
+    search k up to block_size - 1 (15 here) whatever k_max asks; PARD (no block in its config) keeps k_max."""
+    from specjax import api
+    from specjax.engine import advise
+    sc = Scenario(target="qwen3-8b", hardware="h200", drafter="parallel", draft="dflash-qwen3-8b", k=15,
+                  alpha=0.95, context=1024.0, engine="vllm")
+    assert api.block_k(sc) == 15 and api.block_k(Scenario(**PARD, k=4, alpha=0.7)) is None
+    r = api.optimize(sc, [1.0], k_max=32)
+    assert r["k_max"] == 15 and 1 <= r["k_star_by_batch"][0]["k_star"] <= 15
+    _, table, _ = advise.schedule(sc, 4, k_max=32)
+    assert np.asarray(table).shape == (4, 15)
+    assert api.optimize(Scenario(**PARD, k=4, alpha=0.7), [1.0], k_max=20)["k_max"] == 20

@@ -50,7 +50,10 @@ def schedule(scenario, max_num_seqs, k_max=8, margin=MARGIN, dtype=None):
     """(ranges [[first, last, k], ...], speedup table (batches x k), best speedup per batch)."""
     if scenario.tree_topk is not None:
         raise SpecError("advise schedules chain draft lengths; drop --tree-topk/--tree-tokens")
+    from ..api import block_k
+
     hw, deploy, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
+    k_max = min(k_max, block_k(scenario) or k_max)  # a DFlash drafter: at most its block
     batches = np.arange(1, int(max_num_seqs) + 1, dtype=np.asarray(dec.alpha).dtype)
     table = np.asarray(_grid(hw, deploy, tgt, draft, dec, batches, int(k_max)), np.float64)
     filled = np.where(np.isnan(table), -np.inf, table)
