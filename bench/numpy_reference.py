@@ -3,9 +3,9 @@
 Used by bench/throughput.py and bench/kernels.py as the baseline the JAX kernel must beat, and checked
 against it there. Models and hardware are dicts of floats (tests/reference.py `as_floats`); the
 operating point is arrays (batch, k, alpha, context) of one shape; a layout (tp, ep, dp_attention,
-imbalance), an acceptance vector and a draft-tree shape are scalars of the whole grid. Covers MODEL.md
-1 (per-operator roofline), 1.1 (per-GPU costs and collectives), 1.2 (engine overheads), 2.1
-(per-position acceptance) and 2.2 (the tree estimate).
+imbalance), an acceptance vector and a draft-tree shape are scalars of the whole grid. Covers docs/model.md §2.3
+(per-operator roofline), §2.4, §2.5 (per-GPU costs and collectives), §2.6 (engine overheads), §4.3
+(per-position acceptance) and §4.4 (the tree estimate).
 """
 
 import math
@@ -29,7 +29,7 @@ def tau_from_rates(rates, k):
 
 
 def tree_tau(alpha, topk, tokens, depth):
-    """The tree estimate of MODEL.md 2.2 at i.i.d. alpha (array), for one shape (scalars)."""
+    """The tree estimate of docs/model.md §4.4 at i.i.d. alpha (array), for one shape (scalars)."""
     remaining, above, out, reach = tokens - 1, 1, np.ones_like(alpha), np.ones_like(alpha)
     for d in range(1, depth + 1):
         w = min(topk ** d, math.ceil(remaining / (depth - d + 1)))
@@ -107,14 +107,14 @@ def t_pass(m, hw, batch, q, ctx, tp=1.0, ep=1.0, dp=1.0, imbalance=1.0):
     t = sum(np.maximum(f / f_rate, w / w_rate) for f, w in ops)
     overhead = (hw["fixed_overhead_s"] + m["n_layers"] * hw.get("layer_overhead_s", 0.0)
                 + m.get("n_kernels", 0.0) * hw.get("kernel_overhead_s", 0.0))
-    vectors = (n / dp * m["n_layers"] * hw.get("activation_traffic", 0.0)  # MODEL.md 1.2's per-token terms
+    vectors = (n / dp * m["n_layers"] * hw.get("activation_traffic", 0.0)  # docs/model.md §2.7's per-token terms
                + n * m["top_k"] / ep * m["n_moe_layers"] * hw.get("expert_traffic", 0.0))
     tokens = vectors * m["d_model"] * 2.0 / w_rate * (m["n_layers"] > 0)
     return t + communication(hw, m, n, tp, ep, dp) + overhead + tokens
 
 
 def speedup(hw, tgt, draft, batch, k, alpha, ctx, lay=None, rates=None, tree=None):
-    """S (MODEL.md 2). `lay`: dict tp, ep, dp, imbalance (the drafter in the target's layout);
+    """S (docs/model.md §5.3). `lay`: dict tp, ep, dp, imbalance (the drafter in the target's layout);
     `rates`: an acceptance vector (integer k); `tree`: (topk, tokens) of a tree of depth k (one shape)."""
     lay = lay or {}
     base = t_pass(tgt, hw, batch, 1.0, ctx, **lay)

@@ -1,11 +1,11 @@
-"""Serving fixed points per second (MODEL.md 6) against the per-batch kernel, in one run: the same
+"""Serving fixed points per second (docs/model.md §10) against the per-batch kernel, in one run: the same
 scenario (Llama-3-70B + Qwama-0.5B on 4 x H100, vllm profile, 220/200-token requests), random request
 rates and acceptances. Measures
 
 - `step`: per-batch speedup evaluations/s (the kernel every answer is built from),
 - `serve`: both sides' fixed points at one rate (two bisections of lambda(B) = lambda) per second,
 - `rate_curve`: the switch-off rate (48 rates plus the bisection of the crossing) per second,
-- `closed`: both sides' closed loops at one concurrency (MODEL.md 6.1: one bisection of N(B) = N in log B
+- `closed`: both sides' closed loops at one concurrency (docs/model.md §11: one bisection of N(B) = N in log B
   plus the Newton step) per second, at random concurrencies 1..1024,
 - `concurrency_curve`: the switch-off concurrency (48 concurrencies plus the bisection of the crossing)
   per second,

@@ -20,6 +20,7 @@ from .search import sensitivity as _sensitivity
 from .search import serving as _serving
 from .cost.speculative import step
 from .cost.status import Closed, Curve, Point, Serving
+from .outputs.finite import finite  # the one non-finite policy of every writer (NaN, inf -> None)
 
 
 def finite_or_none(x):
@@ -73,17 +74,6 @@ def inputs(scenario):
     return finite(out)
 
 
-def finite(obj):
-    """`obj` with every NaN or infinite float replaced by None (JSON has neither), recursively."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [finite(v) for v in obj]
-    return obj
-
-
 def point(scenario, dtype=None):
     """Evaluate one `Scenario`; returns a dict with the `Result` fields plus labels."""
     r = to_python(_step(*scenario.build(*(dtype,) if dtype else ())))
@@ -97,7 +87,7 @@ def point(scenario, dtype=None):
 
 def crossover(scenario, batch_max=65536.0, dtype=None):
     """The crossover of a `Scenario`'s speedup curve (its batch is ignored): B_off as `crossover_batch`,
-    the first crossing, the dips, the paying range and the status (MODEL.md 3); returns a dict."""
+    the first crossing, the dips, the paying range and the status (docs/model.md §7); returns a dict."""
     return _crossover_dict(_find(*scenario.build(*(dtype,) if dtype else ()), batch_max))
 
 
@@ -171,7 +161,7 @@ def _trees(hw, deploy, tgt, draft, dec, batches, max_depth):
 
 
 def optimize_trees(scenario, batches, max_depth=8, dtype=None):
-    """The best draft shape (depth, topk, tokens; MODEL.md 2.2) at each batch, beside the best chain k:
+    """The best draft shape (depth, topk, tokens; docs/model.md §4.4) at each batch, beside the best chain k:
     `shape_by_batch` objects with batch, status (of the best shape), depth, topk, tokens, speedup,
     chain_k, chain_speedup. A shape with speedup <= 1 means: switch speculation off there."""
     hw, deploy, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
@@ -252,7 +242,7 @@ def _serve(hw, deploy, tgt, draft, dec, qps, tpot_slo, ttft_slo, relative, sensi
 
 
 def serve(scenario, qps=None, tpot_slo=None, ttft_slo=None, sensitivity=False, dtype=None, points=13):
-    """The serving load of MODEL.md 6 for a `Scenario` with input/output lengths: per request rate
+    """The serving load of docs/model.md §10 for a `Scenario` with input/output lengths: per request rate
     (`qps`, default `points` rates from 1% to 120% of the larger sustainable rate) both sides' batch, ITL,
     TPOT, TTFT, E2E and throughput, the TPOT ratio and per-side status; over the range the sustainable
     rates, the switch-off rate and the curve's status; with SLOs (seconds) the largest rate meeting
@@ -267,7 +257,8 @@ def serve(scenario, qps=None, tpot_slo=None, ttft_slo=None, sensitivity=False, d
                                                      inf if ttft_slo is None else np.asarray(ttft_slo, f), relative,
                                                      bool(sensitivity))
     rows = []
-    for i in range(rates.shape[0]):
+    fits = float(curve.qps_top) > 0  # relative rates of a capacity of 0 would all be 0: no table, the status says
+    for i in range(rates.shape[0] if fits or not relative else 0):
         st = Serving(int(per.status[i]))
         row = {"qps": finite_or_none(per.qps[i]),
                **{k: finite_or_none(v[i]) for k, v in _serving.side_columns(per).items()}}
@@ -300,7 +291,7 @@ def _closed(hw, deploy, tgt, draft, dec, ns, sensitivity):
 
 
 def serve_concurrency(scenario, concurrency, sensitivity=False, dtype=None):
-    """The closed loop of MODEL.md 6.1 for a `Scenario` with input/output lengths: per concurrency N (clients
+    """The closed loop of docs/model.md §11 for a `Scenario` with input/output lengths: per concurrency N (clients
     each sending its next request when its last one ends) both sides' request throughput, decode batch,
     prompt tokens per iteration, ITL, TPOT, TTFT, E2E, output throughput and queue wait, the ratios at equal
     N and per-side status (`queued`: N exceeds what the engine holds at its batch cap); over N the

@@ -15,7 +15,7 @@ echo (`api.inputs`), sensitivities, profile keys and calibration (`engine.calibr
 between fields stay hand-written, as named functions where they apply.
 
 Trees: "hw" (Hardware: silicon and engine terms), "deploy" (Deployment), "target" / "draft" (Model),
-"op" (Decode, the operating point), "load" (Decode.load, the serving load of MODEL.md 6); "" for an
+"op" (Decode, the operating point), "load" (Decode.load, the serving load of docs/model.md §10); "" for an
 input that is not a leaf (a name, a choice, a vector). This module sits above `cost/` (it names the
 trees' leaves); nothing in `cost/` imports it.
 """
@@ -51,7 +51,7 @@ class Input:
       profile: a key of hardware/engine profile files (tree "hw").
       fit: calibration bounds (lo, hi) where calibration may fit it, else None.
       integer: only whole numbers are allowed. symbol: the name used in range messages (default name).
-      engine: a key of engine profiles (MODEL.md 1.2): "efficiency" (an achieved fraction of the silicon,
+      engine: a key of engine profiles (docs/model.md §2.6): "efficiency" (an achieved fraction of the silicon,
         which transfers across engines), "per_token" (bytes each token moves outside the weight GEMMs, in
         d_model-wide vectors: a property of the engine's kernels, charged at the silicon's bandwidth) or
         "overhead" (the engine's software: host scheduling, launches, bookkeeping, measured to differ
@@ -275,7 +275,7 @@ _ALL = (
     _i("expert_locality", "op", "expert_locality", 0, 1, "workload: 0 independent routing, 1 identical",
        fixed=True, default=0.0, help="MoE expert locality of the workload: 0 = sequences route independently, "
        "1 = identically (one prompt copied B times).", csv="expert_locality", **_S),
-    # the serving load (MODEL.md 6): inputs of the serving reductions and `specjax serve`; a scenario without
+    # the serving load (docs/model.md §10): inputs of the serving reductions and `specjax serve`; a scenario without
     # input_len is a decode batch, the serving commands default to vllm bench serve's random dataset
     _i("qps", "load", "qps", 0, 1e7, "requests/s", "qps_req_s", fixed=True, sensitivity=False, lo_open=True,
        help="Request rate (requests/s).", scenario=True, csv="qps"),

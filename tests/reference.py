@@ -1,4 +1,4 @@
-"""Plain-Python floats implementation of MODEL.md, written independently of the JAX kernels.
+"""Plain-Python floats implementation of docs/model.md, written independently of the JAX kernels.
 
 Models and hardware are dicts of floats (from the pytrees via `as_floats`). Used by tests
 to compare the kernels on many points, and by bench/ as the scalar-loop baseline.
@@ -29,7 +29,7 @@ def kv_ways(m, tp):
 
 
 def layout_of(tp=1.0, ep=1.0, dp=1.0, imbalance=1.0, draft_tp=0.0):
-    """A deployment layout as a plain dict (MODEL.md 1.1)."""
+    """A deployment layout as a plain dict (docs/model.md §2.4)."""
     return dict(tp=float(tp), ep=float(ep), dp=float(dp), imbalance=float(imbalance), draft_tp=float(draft_tp))
 
 
@@ -99,7 +99,7 @@ def pass_ops(m, batch, q, ctx, locality=0.0, lay=None):
          m["n_moe_layers"] * (distinct_experts(n_route, m["n_experts"], m["top_k"]) / lay["ep"]) * m["p_expert"]
          * m["b_expert"] / (g / lay["ep"]) * imb),
     ]
-    kv_split = kv_ways(m, tp)  # MODEL.md 1.1: KV splits over min(tp, KV heads); MLA not at all
+    kv_split = kv_ways(m, tp)  # docs/model.md §2.4: KV splits over min(tp, KV heads); MLA not at all
     for layers, l_eff in ((m["n_full_layers"], ctx), (m["n_window_layers"], l_win)):
         ops.append((layers * m["attn_flops_per_ctx"] * (seqs * q) * l_eff / tp,
                     layers * (seqs * kv * l_eff + seqs * q * kv) / kv_split))
@@ -122,13 +122,13 @@ def t_pass(m, hw, batch, q, ctx, tp=1.0, mode="operator", locality=0.0, lay=None
         roof = max(tm, tw) + sigma * min(tm, tw)
     if m["p_dense"] + m["p_head"] + m["p_expert"] == 0:
         return 0.0
-    overhead = (hw["fixed_overhead_s"] + m["n_layers"] * hw.get("layer_overhead_s", 0.0)  # MODEL.md 1.2
+    overhead = (hw["fixed_overhead_s"] + m["n_layers"] * hw.get("layer_overhead_s", 0.0)  # docs/model.md §2.6
                 + m.get("n_kernels", 0.0) * hw.get("kernel_overhead_s", 0.0))
     return roof + communication(hw, m, n, lay) + overhead + token_traffic(m, hw, n, lay)
 
 
 def token_traffic(m, hw, n, lay=None):
-    """MODEL.md 1.2's per-token cost, per GPU: n / d_a tokens each move `activation_traffic` d-wide bf16
+    """docs/model.md §2.7's per-token cost, per GPU: n / d_a tokens each move `activation_traffic` d-wide bf16
     vectors per layer (replicated over tp), and the n r token-expert pairs, split over the ep ranks, move
     `expert_traffic` vectors per MoE layer; all at eta_W W."""
     lay = lay or layout_of()
@@ -138,7 +138,7 @@ def token_traffic(m, hw, n, lay=None):
 
 
 def tau_from_rates(rates, k):
-    """MODEL.md 2.1 at integer k: 1 + sum_i prod_{j<=i} a_j, a_i = the last rate beyond the vector."""
+    """docs/model.md §4.3 at integer k: 1 + sum_i prod_{j<=i} a_j, a_i = the last rate beyond the vector."""
     out, reach = 1.0, 1.0
     for i in range(1, int(k) + 1):
         reach *= rates[min(i, len(rates)) - 1]
@@ -147,7 +147,7 @@ def tau_from_rates(rates, k):
 
 
 def tree_tau(rate_at, topk, tokens, depth):
-    """The README's tree estimate (MODEL.md 2.2): N - 1 candidates spread over the depths, at most
+    """The README's tree estimate (docs/model.md §4.4): N - 1 candidates spread over the depths, at most
     topk^d at depth d; the accepted node has m_d = w_d / w_{d-1} candidate children."""
     remaining, above, out, reach = tokens - 1, 1, 1.0, 1.0
     for d in range(1, int(depth) + 1):
@@ -162,16 +162,16 @@ def tree_tau(rate_at, topk, tokens, depth):
 
 
 def speedup(*args, **kw):
-    """S (MODEL.md 2); see `step_times` for the arguments."""
+    """S (docs/model.md §5.3); see `step_times` for the arguments."""
     t, base, t_sd = step_times(*args, **kw)
     return t * base / t_sd
 
 
 def step_times(hw, tgt, draft, batch, k, alpha, ctx, tp=1.0, c=0.0, mode="operator", locality=0.0, lay=None,
                rates=None, tree=None, kv_budget=math.inf, passes=None):
-    """(tau, T_target(B, 1), T_sd(B)) (MODEL.md 2); `rates`: per-position acceptance; `tree`: (topk,
+    """(tau, T_target(B, 1), T_sd(B)) (docs/model.md §5.2); `rates`: per-position acceptance; `tree`: (topk,
     tokens) of a draft tree of depth k; `kv_budget`: the drafter's KV tokens per layer; `passes`: a
-    parallel drafter's passes p, each over B x k tokens (MODEL.md 2.3; None: a chain of k passes)."""
+    parallel drafter's passes p, each over B x k tokens (docs/model.md §5.2; None: a chain of k passes)."""
     lay = lay or layout_of(tp)
     base = t_pass(tgt, hw, batch, 1, ctx, mode=mode, locality=locality, lay=lay)
     has_draft = draft["p_dense"] + draft["p_head"] + draft["p_expert"] > 0
@@ -219,7 +219,7 @@ def max_batch(hw, models, tokens, tp=1.0, u=0.9, layouts=None):
 
 
 def prefill_per_token(m, hw, input_len, lay=None, chunk=2048.0):
-    """MODEL.md 1.2's c_p: a prompt token's FLOPs (a pass over the L_in prompt tokens of one sequence at
+    """docs/model.md §3's c_p: a prompt token's FLOPs (a pass over the L_in prompt tokens of one sequence at
     context L_in / 2, per token) at eta_P F, or its chunk's bytes (min(L_in, chunk) tokens) over the
     chunk's tokens at eta_W W, whichever is longer, plus one token's activation traffic (`token_traffic`;
     0 for a model without weights)."""
@@ -233,7 +233,7 @@ def prefill_per_token(m, hw, input_len, lay=None, chunk=2048.0):
 
 
 def serve_side(t_of, tau_, c_p, input_len, output_len, cap, qps, chunk=2048.0):
-    """One side of MODEL.md 6 by a different route than the kernel: bisection of
+    """One side of docs/model.md §10 by a different route than the kernel: bisection of
     f(B) = B - qps N T(B), T(B) = t(max(B, 1)) / (1 - qps L_in c_p), in linear B on [0, cap].
     Returns (batch, T, tpot, ttft, saturated); TTFT = T / 2 + ceil(L_in / chunk) T + L_in c_p."""
     share = 1.0 - qps * input_len * c_p
@@ -255,7 +255,7 @@ def serve_side(t_of, tau_, c_p, input_len, output_len, cap, qps, chunk=2048.0):
 
 def closed_loop_sim(t_of, tau_, c_p, input_len, output_len, clients, chunk=2048.0, cap=math.inf, lifetimes=24,
                     warm=4):
-    """MODEL.md 6.1 by discrete simulation (another algorithm than the kernel's mean field): `clients`
+    """docs/model.md §11 by discrete simulation (another algorithm than the kernel's mean field): `clients`
     clients, each sending its next request (`input_len` prompt, `output_len` output tokens, fixed) the
     moment its last one ends. The engine does not wait for it: while other requests run, the iteration
     after the one that ended it has already started, and the new request is admitted to the one after

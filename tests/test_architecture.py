@@ -158,7 +158,7 @@ def test_toy_ingest_format_through_the_registry_alone(tmp_path, capsys):
 def test_statuses_are_strings_in_json_and_files(tmp_path):
     assert Point.names() == ("ok", "sd_over_memory", "base_over_memory", "model_does_not_fit", "invalid_input")
     assert Curve.names() == ("stops_paying", "helps_throughout", "never_helps", "hurts_at_small_batch",
-                             "helps_with_dips", "invalid_input")
+                             "helps_with_dips", "invalid_input", "sd_does_not_fit")
     sc = Scenario(engine="roofline",
                   target="gpt-oss-120b", hardware="h200", draft_cost=0.1, batch=8, alpha=0.7, kv_dtype="fp8")
     assert json.loads(json.dumps(api.point(sc)))["status"] in Point.names()

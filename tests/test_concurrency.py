@@ -1,4 +1,4 @@
-"""Closed-loop concurrency (MODEL.md 6.1) and prefill as it runs (MODEL.md 1.2): the mean-field closed loop
+"""Closed-loop concurrency (docs/model.md §11) and prefill as it runs (docs/model.md §3): the mean-field closed loop
 against an independent discrete simulation (`reference.closed_loop_sim`), one client by hand, Little's law
 on the outputs, the prefill share rising with tau (Amdahl), c_p by hand in its two regimes, TTFT never
 below the prompt's compute, a derivative through the closed loop against finite differences, float32,
@@ -162,7 +162,7 @@ def test_c_p_by_hand_in_both_regimes():
         assert float(got.c_p_s) == pytest.approx(max(t_math, t_mem), rel=1e-12)
         assert float(got.c_p_s) == pytest.approx(ref.prefill_per_token(t, {**ref.as_floats(h)}, l_in, lay), rel=1e-9)
         assert bool(got.compute_bound) == (l_in == 2048.0)  # a 4-token prompt reads all weights for 4 tokens
-        # a prompt token also moves its activations outside the GEMMs (MODEL.md 1.2), replicated over tp
+        # a prompt token also moves its activations outside the GEMMs (docs/model.md §2.7), replicated over tp
         ha = h.replace(activation_traffic=F64(25.0))
         t_tok = t["n_layers"] * 25.0 * t["d_model"] * 2 / float(hw.hbm_bytes_per_s)
         assert float(prefill(ha, dep, tgt, ld).c_p_s) == pytest.approx(max(t_math, t_mem) + t_tok, rel=1e-12)

@@ -60,7 +60,7 @@ def test_statuses():
     assert int(c.status) == Curve.STOPS_PAYING and float(c.n_dips) == 0  # dense: one crossing, no dips
     assert float(c.first_crossing_batch) == pytest.approx(float(c.crossover_batch), rel=1e-12)
     assert Curve.names() == ("stops_paying", "helps_throughout", "never_helps", "hurts_at_small_batch",
-                             "helps_with_dips", "invalid_input")
+                             "helps_with_dips", "invalid_input", "sd_does_not_fit")
 
 
 def fine_scan(hw, dep, t, d, dec, n=40000, b_max=65536.0):

@@ -2,16 +2,18 @@
 own logging and result code) by hand, one-line errors for malformed lines and partial scrapes, and the
 advise round trip (the emitted table fed back to `point` pays by the margin where k > 0)."""
 
+import bisect
 import json
 import pathlib
 import re
 import shutil
 
+import numpy as np
 import pytest
 
 from specjax import api
 from specjax.cli import main
-from specjax.engine import advise
+from specjax.engine import advise, emit
 from specjax.errors import SpecError
 from specjax.inputs import ingest, measured
 from specjax.inputs.scenario import Scenario
@@ -88,18 +90,18 @@ def test_benchmark_pairs_become_measurement_rows(tmp_path, capsys):
 
 @pytest.mark.parametrize("name,edit,fmt,msg", [
     ("vllm.log", lambda t: t.replace("Accepted: 1800 tokens", "Accepted: many tokens"), "vllm-log",
-     "line 9: a SpecDecoding metrics line without"),
+     "line 9: Accepted = 'many tokens'; expected a whole number >= 0"),
     ("vllm.log", lambda t: t.replace("Running: 1 reqs", "Running: ? reqs"), "vllm-log",
-     "line 4: a SpecDecoding metrics line before any 'Running: N reqs' line"),
+     "line 3: Running = '?'; expected a whole number in [0, 1e+08]"),
     ("sglang.log", lambda t: t.replace("accept len: 3.00", "accept len: 99.0"), "sglang-log",
-     "line 4: accept len 99.0; expected 1 <= accept len <= 65"),
+     "line 4: accept len = '99.0'; expected a number in [1, 65]"),
     ("trtllm_stats.jsonl", lambda t: t.replace('"numAcceptedTokens": 6,', '"numAcceptedTokens": "six",'),
      "trtllm-stats", "line 3: numAcceptedTokens = 'six'; expected a number >= 0"),
     ("trtllm_stats.jsonl", lambda t: t + "{not json\n", "trtllm-stats", "line 5: malformed JSON"),
     ("vllm_metrics_before.prom", lambda t: re.sub(r"vllm:spec_decode_num_draft_tokens_total\{.*\n", "", t),
      "vllm-metrics", "a partial scrape: no vllm:spec_decode_num_draft_tokens_total"),
     ("vllm_metrics_before.prom", lambda t: t.replace("} 1500.0", "} lots"), "vllm-metrics",
-     "value 'lots'; expected a number"),
+     "line 12: value 'lots'; expected a finite number >= 0"),
     ("vllm_metrics_before.prom", lambda t: t.replace("} 8.0", "} inf"), "vllm-metrics",  # found by tools/fuzz.py
      "line 3: value 'inf'; expected a finite number >= 0"),
 ])
@@ -141,67 +143,238 @@ def test_restarted_server_and_unpaired_results_are_refused(tmp_path):
 
 SC = dict(target="llama-3.1-8b", hardware="h100-sxm", drafter="eagle", draft="eagle3-llama-3.1-8b",
           position_rates=(0.601, 0.286, 0.128), engine="vllm")
-SC_STEPS = {**SC, "engine": "trtllm"}  # k steps down twice over batch (3, 2, off): a TensorRT-LLM schedule
+SC_STEPS = {**SC, "engine": "trtllm"}  # k steps down over batch (3 to 78, 2 to 198): a two-range schedule
+# DeepSeek-V3 with its MTP head, attention DP over 8 ranks, EP 8 (the usual DeepSeek deployment)
+DS = dict(target="deepseek-v3", hardware="h200", tp=1, dp_attention=8, ep=8, drafter="mtp",
+          position_rates=(0.8, 0.55, 0.35), engine="sglang")
 
 
-def test_advise_round_trips_through_point():
+# The engines' own reading rules, re-implemented from their code (not from specjax.engine.emit):
+# what k each engine drafts at every batch 1..admission limit (per engine rank) for a configuration.
+
+def vllm_reads(cfg, dp=1):
+    """vLLM: `build_dynamic_sd_schedule_lookup` (vllm/v1/spec_decode/dynamic/utils.py) on 3-item ranges;
+    with --data-parallel-size > 1 the table is dropped (`_maybe_disable_dynamic_sd_for_data_parallel`)."""
+    n, spec = cfg["max_num_seqs"], cfg.get("speculative_config")
+    if spec is None:
+        return [0] * n
+    top, table = spec["num_speculative_tokens"], spec.get("num_speculative_tokens_per_batch_size")
+    assert top > 0
+    if table is None or dp > 1:
+        return [top] * n
+    table = sorted(tuple(int(x) for x in e) for e in table)
+    assert table[0][0] == 1 and all(a[1] < b[0] for a, b in zip(table, table[1:]))  # validate_and_normalize
+    assert all(lo <= hi and k >= 0 for lo, hi, k in table)
+    dense, next_bs, last_k = [0] * (n + 1), 1, None
+    for lo, hi, k in table:
+        if lo > next_bs and last_k is not None:  # a gap inherits the previous k
+            for bs in range(next_bs, min(lo, n + 1)):
+                dense[bs] = min(top, last_k)
+        for bs in range(max(lo, next_bs), min(hi, n) + 1):
+            dense[bs] = min(top, k)
+        next_bs, last_k = max(next_bs, hi + 1), k
+        if next_bs > n:
+            break
+    for bs in range(next_bs, n + 1):  # above the last range: its k
+        dense[bs] = min(top, last_k)
+    return dense[1:]
+
+
+def trtllm_reads(cfg, version):
+    """TensorRT-LLM: `validate_draft_len_schedule_and_sort` and `get_draft_len_for_batch_size`; up to 1.2
+    the largest key <= batch (bisect_right, key 1 = max_draft_len required), from 1.3 the first key >= batch
+    (bisect_left) and 0 above the largest key (smallest key = max_draft_len); plain MTP ignores the schedule;
+    max_concurrency: speculation while the batch is <= it."""
+    n, spec = cfg["max_batch_size"], cfg.get("speculative_config")
+    if spec is None:
+        return [0] * n
+    if spec["decoding_type"] == "MTP":
+        assert "draft_len_schedule" not in spec
+        key = "max_draft_len" if version >= (1, 3) else "num_nextn_predict_layers"
+        return [spec[key]] * n
+    top, sched, conc = spec["max_draft_len"], spec.get("draft_len_schedule"), spec.get("max_concurrency")
+    assert top > 0 and not (sched and conc)  # mutually exclusive
+    if sched is None:
+        return [top if conc is None or b <= conc else 0 for b in range(1, n + 1)]
+    s = {int(k): v for k, v in sched.items()}
+    keys = sorted(s)
+    assert all(0 <= v <= top for v in s.values())
+    if version >= (1, 3):
+        assert s[keys[0]] == top
+        return [s[keys[bisect.bisect_left(keys, b)]] if bisect.bisect_left(keys, b) < len(keys) else 0
+                for b in range(1, n + 1)]
+    assert 1 in s and s[1] == top
+    return [s[keys[bisect.bisect_right(keys, b) - 1]] for b in range(1, n + 1)]
+
+
+def sglang_reads(cfg, files, dp=1):
+    """SGLang: one k (--speculative-num-steps) everywhere, or `AdaptiveSpeculativeParams`: a batch is padded
+    up to the next --cuda-graph-bs (`AdaptiveStepRouter.batch_size_key_for_batch`), takes the slot of the
+    largest key <= it, and a slot with one candidate step runs it."""
+    n = cfg["max_running_requests"] // dp
+    assert n * dp == cfg["max_running_requests"]
+    if "speculative_algorithm" not in cfg:
+        return [0] * n
+    steps = cfg["speculative_num_steps"]
+    assert cfg["speculative_eagle_topk"] == 1 and cfg["speculative_num_draft_tokens"] == steps + 1
+    if not cfg.get("speculative_adaptive"):
+        return [steps] * n
+    slots = {int(key): e["candidate_steps"] for key, e in files[cfg["speculative_adaptive_config"]].items()}
+    keys, graph, out = sorted(slots), sorted(cfg["cuda_graph_bs"]), []
+    for b in range(1, n + 1):
+        i = bisect.bisect_left(graph, b)
+        g = graph[i] if i < len(graph) else b
+        (k,) = set(slots[keys[max(0, bisect.bisect_right(keys, g) - 1)]])
+        out.append(k)
+    return out
+
+
+def reads(engine, res, version, dp=1):
+    if engine == "vllm":
+        return vllm_reads(res["config"], dp)
+    if engine == "trtllm":
+        return trtllm_reads(res["config"], version)
+    return sglang_reads(res["config"], res["files"], dp)
+
+
+ENGINE_VERSIONS = [("vllm", "0.29"), ("vllm", "0.23"), ("trtllm", "1.3"), ("trtllm", "1.2"), ("trtllm", "1.1"),
+                   ("sglang", "0.5.20"), ("sglang", "0.5.4")]
+
+
+@pytest.mark.parametrize("name,sc", [("readme", SC_STEPS), ("deepseek-v3 mtp dp8", DS)])
+def test_each_engine_drafts_the_advised_k_at_every_batch(name, sc):
+    """Round trip: the emitted configuration read by each engine's own rule gives `runs` at every batch
+    1..admission limit; `runs` is the advice unless a warning says why not (and what that costs)."""
+    sc = Scenario(**sc)
+    ranges, table, _ = advise.schedule(sc, 256, k_max=3 if sc.drafter == "mtp" else 6)
+    advised = emit.per_batch(ranges)
+    for engine, version in ENGINE_VERSIONS:
+        v = emit.parse_version(engine, version)
+        res = advise.emit(engine, sc, ranges, table, version=version)
+        got = reads(engine, res, v, sc.dp_attention)
+        assert got == emit.per_batch(res["runs"]), (engine, version)
+        assert res["runs"][-1][1] <= ranges[-1][1] and len(got) == res["runs"][-1][1]
+        same = got == advised
+        if not same:  # the engine cannot run the advice: a warning says what it runs and what that costs
+            assert any("would gain" in w or "leaves" in w for w in res["warnings"]), (engine, version, res)
+        if (engine, version) in (("vllm", "0.29"), ("trtllm", "1.3"), ("sglang", "0.5.20")) and sc.dp_attention == 1:
+            assert same, (engine, version)  # the newest versions run the README example's advice exactly
+    if sc.dp_attention > 1:  # every engine runs one k here, per rank, and says what the table would have gained
+        vl = advise.emit("vllm", sc, ranges, table)
+        assert "num_speculative_tokens_per_batch_size" not in vl["config"]["speculative_config"]
+        assert any("--data-parallel-size 8 drops" in w for w in vl["warnings"])
+        sg = advise.emit("sglang", sc, ranges, table)
+        assert sg["config"]["max_running_requests"] == 8 * sg["runs"][-1][1]  # SGLang counts all DP ranks
+
+
+def test_readme_example_emits_each_engines_keys():
     sc = Scenario(**SC_STEPS)
-    ranges, table, best = advise.schedule(sc, 256, k_max=6)
-    assert ranges[0][0] == 1 and ranges[-1][1] == 256
-    assert all(a[1] + 1 == b[0] for a, b in zip(ranges, ranges[1:]))  # contiguous, no overlap
-    assert any(k == 0 for _, _, k in ranges) and any(k > 0 for _, _, k in ranges)
-    for first, last, k in ranges:
-        for b in sorted({first, (first + last) // 2, last}):
-            if k:  # fed back to `point`: it pays by the margin on the whole range
-                s = api.point(Scenario(**SC_STEPS, batch=float(b), k=k))["speedup"]
-                assert s >= 1 + advise.MARGIN - 1e-6, (b, k, s)
-            else:  # where it is off, no k in 1..k_max pays by the margin, or none fits in memory
-                for kk in range(1, 7):
-                    p = api.point(Scenario(**SC_STEPS, batch=float(b), k=kk))
-                    assert p["speedup"] < 1 + advise.MARGIN or p["status"] != "ok", (b, kk, p)
-    why = [r["off_because"] for r in advise.expected(ranges, table) if not r["k"]]
-    assert why and set(why) <= {"does_not_fit", "does_not_pay"}
-    cfg, line, warnings = advise.emit("vllm", sc, ranges, table, best, 256)
-    assert cfg["method"] == "eagle3" and cfg["num_speculative_tokens_per_batch_size"] == ranges
-    assert cfg["num_speculative_tokens"] == max(k for _, _, k in ranges)
-    assert json.loads(line.split("'")[1]) == cfg and any("preset name" in w for w in warnings)
-    trt, _, trt_warn = advise.emit("trtllm", sc, ranges, table, best, 256)
-    sched = {int(b): k for b, k in trt["draft_len_schedule"].items()}
-    assert trt["decoding_type"] == "Eagle3" and sched[1] == trt["max_draft_len"] == ranges[0][2]
-    assert all(k <= sched[1] for k in sched.values())  # TensorRT-LLM: nothing drafts more than batch 1
-    assert sched == {f: min(k, ranges[0][2]) for f, _, k in advise._merge([[a, b, min(k, ranges[0][2])]
-                                                                          for a, b, k in ranges])}
-    if max(k for _, _, k in ranges) > ranges[0][2]:
-        assert any("caps every draft length" in w for w in trt_warn)
-    sgl, flags, sgl_warn = advise.emit("sglang", sc, ranges, table, best, 256)
-    assert sgl["speculative_num_draft_tokens"] == sgl["speculative_num_steps"] + 1
-    assert "--speculative-num-steps" in flags and any("no batch switch" in w for w in sgl_warn)
+    ranges, table, _ = advise.schedule(sc, 256, k_max=6)
+    assert ranges == [[1, 78, 3], [79, 198, 2]]  # admission limit 198: from 199 the drafter does not fit
+    for b, k in ((1, 3), (78, 3), (79, 2), (198, 2)):  # fed back to `point`: the table's speedup, paying by the margin
+        s = api.point(Scenario(**SC_STEPS, batch=float(b), k=k))["speedup"]
+        assert s == pytest.approx(table[b - 1, k - 1], rel=1e-5) and s >= 1 + advise.MARGIN
+    assert api.point(Scenario(**SC_STEPS, batch=199.0, k=1))["status"] != "ok"
+    trt = advise.emit("trtllm", sc, ranges, table)["config"]
+    assert trt["max_batch_size"] == 198 and trt["speculative_config"]["draft_len_schedule"] == {"78": 3, "198": 2}
+    old = advise.emit("trtllm", sc, ranges, table, version="1.2")
+    assert old["config"]["speculative_config"]["draft_len_schedule"] == {"1": 3, "79": 2}
+    assert old["engine_version"]["minimum"] == "1.2" and any("1.3 and later read" in w for w in old["warnings"])
+    vl = advise.emit("vllm", sc, ranges, table)
+    spec = vl["config"]["speculative_config"]
+    assert vl["config"]["max_num_seqs"] == 198 and spec["num_speculative_tokens_per_batch_size"] == ranges
+    assert spec["model"] == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B" and vl["engine_version"]["minimum"] == "0.24"
+    sg = advise.emit("sglang", sc, ranges, table)
+    assert sg["files"]["specjax-adaptive.json"] == {"1": {"candidate_steps": [3]}, "79": {"candidate_steps": [2]}}
+    assert {78, 198} <= set(sg["config"]["cuda_graph_bs"]) and sg["config"]["max_running_requests"] == 198
+    assert "--speculative-adaptive --speculative-adaptive-config specjax-adaptive.json" in sg["command_line"]
+
+
+SYNTH = np.array([[1.30, 1.25, 1.10]] * 10 + [[1.10, 1.40, 1.20]] * 10 + [[0.95, 0.90, 0.80]] * 20)
+
+
+@pytest.mark.parametrize("ranges,trt_runs", [
+    ([[1, 10, 2], [11, 20, 3], [21, 40, 0]], [[1, 20, 2], [21, 40, 0]]),  # no batch may draft more than the first
+    ([[1, 10, 0], [11, 20, 2], [21, 40, 0]], [[1, 40, 0]]),  # off at batch 1: TensorRT-LLM cannot switch it on
+    ([[1, 40, 0]], [[1, 40, 0]]),  # every range off
+])
+def test_emitted_configs_never_contradict_the_advice(ranges, trt_runs):
+    """No schedule whose smallest key maps to 0 beside max_draft_len > 0, no configuration that switches
+    speculation on where every range is off, and the engine's reading equals the `runs` each emitter states."""
+    sc = Scenario(**SC)
+    for engine, version in ENGINE_VERSIONS:
+        v = emit.parse_version(engine, version)
+        res = advise.emit(engine, sc, ranges, SYNTH, version=version)
+        assert reads(engine, res, v) == emit.per_batch(res["runs"]), (engine, version)
+        if engine == "trtllm" and v >= (1, 2):
+            assert res["runs"] == trt_runs
+        if max(k for _, _, k in res["runs"]) == 0:  # off everywhere: no speculative key at all
+            assert not {"speculative_config", "speculative_algorithm"} & set(res["config"]), res
+            assert any("leave" in w for w in res["warnings"])
+        spec = res["config"].get("speculative_config") or {}
+        if "draft_len_schedule" in spec:
+            s = {int(k): x for k, x in spec["draft_len_schedule"].items()}
+            assert s[min(s)] == spec["max_draft_len"] > 0
+
+
+def test_float32_ties_do_not_flap():
+    """A larger k is chosen only when it beats the smaller one by more than the relative tolerance."""
+    eps = np.float32(1e-7)
+    table = np.array([[1.2, 1.2 + eps, 1.1], [1.2 + eps, 1.2, 1.1], [1.2, 1.2 + 2 * eps, 1.1], [1.1, 1.2, 1.3]])
+    k, best = advise.choose(table, margin=0.03)
+    assert k.tolist() == [1, 1, 1, 3] and best[-1] == 1.3
+    assert advise.choose(table, margin=0.03, tie=0.0)[0].tolist() == [2, 1, 2, 3]
+    assert advise.choose(np.array([[1.02, 1.01]]), margin=0.03)[0].tolist() == [0]  # pays by less than the margin
+
+
+def test_dp_attention_ranges_are_per_engine_rank():
+    """Under DP attention over 8 ranks, batch b of a range is b requests per rank: 8b in the replica."""
+    sc = Scenario(**DS)
+    ranges, table, _ = advise.schedule(sc, 40, k_max=2)
+    for b in (1, 17, 40):
+        s = api.point(Scenario(**DS, batch=8.0 * b, k=2))["speedup"]
+        assert table[b - 1, 1] == pytest.approx(s, rel=1e-5)
+
+
+def test_draft_named_as_the_engine_loads_it():
+    sc = Scenario(**SC)
+    assert emit.draft_name(sc) == ("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", None)
+    assert emit.draft_name(sc, "my-org/eagle3") == ("my-org/eagle3", None)
+    path = ENG.parent / "eagle3.json"
+    if path.exists():
+        name, why = emit.draft_name(Scenario(**{**SC, "draft": str(path)}))
+        assert name == str(path) and "--draft-id" in why
+    assert emit.draft_name(Scenario(**DS)) == (None, None)  # MTP: the target's own head
 
 
 def test_advise_cli_json(capsys):
     args = ["advise", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "eagle", "--draft",
             "eagle3-llama-3.1-8b", "--position-rates", "0.601,0.286,0.128", "--max-num-seqs", "64", "--k-max", "6",
-            "--emit", "trtllm", "--json"]
+            "--emit", "trtllm", "--engine-version", "1.2", "--json"]
     code, text, err = run(capsys, args)
     assert code == 0, err
     r = json.loads(text)
     assert r["emit"] == "trtllm" and r["ranges"][0]["batches"][0] == 1 and r["ranges"][-1]["batches"][1] == 64
+    assert r["admission_limit"] == r["config"]["max_batch_size"] == 64 and r["engine_version"]["target"] == "1.2"
     assert all(x["speedup_min"] >= 1 + r["margin"] - 1e-6 for x in r["ranges"] if x["k"])
     code, _, err = run(capsys, ["advise", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--draft-cost", "0.1",
                                 "--alpha", "0.7"])
     assert code == 2 and "has no engine configuration" in err
+    code, _, err = run(capsys, args[:-3] + ["--engine-version", "0.9", "--json"])
+    assert code == 2 and "engine_version='0.9'" in err and "trtllm >= 1.0" in err and len(err.strip().splitlines()) == 1
 
 
 def test_advise_over_a_request_rate_range(capsys):
+    """With --qps-max the table still covers every batch up to the admission limit (a burst runs there)."""
     args = ["advise", "--target", "llama-3-70b", "--hardware", "h100-sxm", "--tp", "4", "--drafter", "model", "--draft",
-            "qwama-0.5b", "--draft-tp", "1", "--alpha", "0.7", "--qps-max", "20", "--input-len", "220", "--output-len",
-            "200", "--json"]
+            "qwama-0.5b", "--draft-tp", "1", "--alpha", "0.7", "--qps-max", "2", "--input-len", "220", "--output-len",
+            "200", "--max-num-seqs", "128", "--json"]
     code, text, err = run(capsys, args)
     assert code == 0, err
     r = json.loads(text)
     top = max(r["served_by_qps"]["batch_base"], r["served_by_qps"]["batch_sd"])
-    assert r["ranges"][-1]["batches"][1] == r["max_num_seqs"] == -(-top // 1)  # the batches 20 req/s produces
-    assert r["served_by_qps"]["qps"] == 20
+    assert top < r["admission_limit"] == r["ranges"][-1]["batches"][1] == 128
+    assert r["served_by_qps"]["qps"] == 2 and r["config"]["max_num_seqs"] == 128
 
 
 def test_advise_names_eagle_heads_by_version():
@@ -209,4 +382,15 @@ def test_advise_names_eagle_heads_by_version():
     for draft, sgl, vllm in (("eagle-llama-3.1-8b", "EAGLE", "eagle"), ("eagle3-llama-3.1-8b", "EAGLE3", "eagle3")):
         sc = Scenario(engine="roofline",
                       target="llama-3.1-8b", hardware="h100-sxm", drafter="eagle", draft=draft, alpha=0.7)
-        assert (advise._method(sc, "sglang"), advise._method(sc, "vllm")) == (sgl, vllm)
+        assert (emit.method(sc, "sglang"), emit.method(sc, "vllm")) == (sgl, vllm)
+
+
+def test_trtllm_schedule_under_attention_dp_warns_of_rank_local_lengths():
+    sc = Scenario(**{**SC, "dp_attention": 2})
+    ranges = [[1, 10, 2], [11, 20, 1], [21, 40, 0]]
+    res = advise.emit("trtllm", sc, ranges, SYNTH)
+    assert res["config"]["speculative_config"]["draft_len_schedule"] == {"10": 2, "20": 1}
+    assert trtllm_reads(res["config"], (1, 3)) == emit.per_batch(ranges)
+    assert any("each rank's own batch" in w for w in res["warnings"])
+    sg = advise.emit("sglang", sc, ranges, SYNTH)  # adaptive steps refused under attention DP: one k
+    assert sg["config"]["max_running_requests"] == 2 * sg["runs"][-1][1] and "speculative_adaptive" not in sg["config"]

@@ -222,8 +222,8 @@ def test_real_full_disk_gives_one_line_and_leaves_no_temporary(tmp_path, kind, c
     mnt = _small_fs(tmp_path)
     try:
         public = pathlib.Path(__file__).parents[1] / "data" / "measured" / "public.csv"
-        csv = tmp_path / "rows.csv"  # 12 rows (3 scored in training): what is written matters, not the fit
-        csv.write_text("".join(public.read_text().splitlines(keepends=True)[:13]))
+        csv = tmp_path / "rows.csv"  # 40 rows: enough for calibrate to identify a term and reach its writer
+        csv.write_text("".join(public.read_text().splitlines(keepends=True)[:41]))
         filler = mnt / "filler"
         if kind != "sweep":  # leave no room at all
             with open(filler, "wb", buffering=0) as f:

@@ -154,7 +154,7 @@ def test_pass_cost_matches_reference(slug, mode):
 
 
 def test_token_traffic_by_hand():
-    """MODEL.md 1.2's per-token term on one point, by hand: gpt-oss-120b (36 layers, all MoE, top-4,
+    """docs/model.md §2.7's per-token term on one point, by hand: gpt-oss-120b (36 layers, all MoE, top-4,
     d_model 2880) on an H200 at 90% of 4.8 TB/s, 256 sequences verifying 4 tokens each, TP 2 x EP 2:
     (1024 tokens x 36 layers x 30 vectors + 1024 x 4 / 2 pairs x 36 x 12) x 2880 x 2 B / (0.9 x 4.8e12).
     Zero in the pure roofline, and the pass time grows by exactly that much."""
@@ -348,7 +348,7 @@ def test_expert_locality_limits():
     assert float(t_one.t_s) > 0
 
 
-# ---- engine overheads (MODEL.md 1.2) --------------------------------------------------------------
+# ---- engine overheads (docs/model.md §2.6) --------------------------------------------------------------
 
 def test_each_engine_overhead_by_hand():
     """T_pass_fixed, t_layer and t_kernel on every pass of every model; T_draft_fixed per draft pass of

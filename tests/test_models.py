@@ -124,10 +124,10 @@ def test_user_config_path_equals_preset(tmp_path):
 def test_user_hardware_toml(tmp_path):
     p = tmp_path / "mygpu.toml"
     p.write_text('name = "x"\nhbm_bytes_per_s = 2e12\nhbm_bytes = 8e10\nlink_bytes_per_s = 4e11\n'
-                 'link_latency_s = 1e-6\nflops_efficiency = 0.8\n[flops_per_s]\nbf16 = 5e14\n')
+                 'link_latency_s = 1e-6\n[flops_per_s]\nbf16 = 5e14\n')
     hw = hardware.load(str(p)).resolve("bf16", jnp.float64)
-    assert float(hw.flops_per_s) == 5e14 and float(hw.flops_efficiency) == pytest.approx(0.8)
-    assert float(hw.critical_intensity) == pytest.approx(0.8 * 5e14 / 2e12)
+    assert float(hw.flops_per_s) == 5e14 and float(hw.flops_efficiency) == 1.0
+    assert float(hw.critical_intensity) == pytest.approx(5e14 / 2e12)
 
 
 @pytest.mark.parametrize("text,msg", [
@@ -156,7 +156,7 @@ def test_dtype_override():
     assert float(z.weight_bytes) == 0.0 and np.isclose(float(z.total_params), 0.0)
 
 
-# ---- physics corrections of MODEL.md 1.1 (KV under TP, MLA), T5 cross-attention, FP8 heads -----------
+# ---- physics corrections of docs/model.md §2.4 (KV under TP, MLA), T5 cross-attention, FP8 heads -----------
 
 def _attention_bytes(slug, tp, batch=64.0, ctx=4096.0):
     from specjax.cost.roofline import operator_costs

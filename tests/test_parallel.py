@@ -1,4 +1,4 @@
-"""Expert parallelism, attention data parallelism and the drafter's own TP (MODEL.md 1.1): hand-derived
+"""Expert parallelism, attention data parallelism and the drafter's own TP (docs/model.md §2.4, §2.5): hand-derived
 collectives and per-rank costs, the pure-TP numbers of the previous release unchanged, memory per rank,
 the plain-Python reference on random layouts, and the edge checks."""
 

@@ -1,4 +1,4 @@
-"""Parallel drafters (MODEL.md 2.3: PARD, P-EAGLE, DFlash): p passes over B x k tokens, by hand, against the
+"""Parallel drafters (docs/model.md §5.1: PARD, P-EAGLE, DFlash): p passes over B x k tokens, by hand, against the
 plain-Python reference, k = 1 against the chain drafter of the same model, where the switch-off batch moves,
 gradients, DFlash configs as --draft, and the inputs every entry point reads (CLI, optimize, sweeps, CSVs)."""
 
@@ -292,3 +292,31 @@ def test_a_dflash_block_caps_k_in_optimize_and_advise():
     _, table, _ = advise.schedule(sc, 4, k_max=32)
     assert np.asarray(table).shape == (4, 15)
     assert api.optimize(Scenario(**PARD, k=4, alpha=0.7), [1.0], k_max=20)["k_max"] == 20
+
+
+@pytest.mark.parametrize("draft, vllm, trtllm, sglang", [
+    ("pard-llama-3.2-1b", ("draft_model", True), "PARD", None),
+    ("dflash-llama-3.1-8b", ("dflash", None), "DFlash", "DFLASH"),
+])
+def test_each_engine_names_the_parallel_drafter(draft, vllm, trtllm, sglang):
+    """vLLM: draft_model + parallel_drafting (PARD, from 0.16) or dflash (0.20); TensorRT-LLM: PARD or DFlash;
+    SGLang: DFLASH with a block of k + 1 tokens, nothing for PARD (a one-line error naming who serves it)."""
+    from specjax.engine import advise
+    sc = Scenario(target="llama-3.1-8b", hardware="h200", drafter="parallel", draft=draft, k=4, alpha=0.8,
+                  context=1024.0, engine="vllm")
+    ranges, table, _ = advise.schedule(sc, 32, k_max=8)
+    assert max(k for _, _, k in ranges) > 0
+    spec = advise.emit("vllm", sc, ranges, table)["config"]["speculative_config"]
+    assert (spec["method"], spec.get("parallel_drafting")) == vllm
+    old = advise.emit("vllm", sc, ranges, table, version="0.12")
+    assert any("first in 0." in w for w in old["warnings"])
+    assert advise.emit("trtllm", sc, ranges, table)["config"]["speculative_config"]["decoding_type"] == trtllm
+    if sglang is None:
+        with pytest.raises(SpecError, match="serves no parallel draft model.*vllm, trtllm"):
+            advise.emit("sglang", sc, ranges, table)
+        return
+    sg = advise.emit("sglang", sc, ranges, table)
+    cfg, k = sg["config"], sg["runs"][0][2]
+    assert cfg["speculative_algorithm"] == "DFLASH" and "speculative_num_steps" not in cfg
+    assert cfg["speculative_dflash_block_size"] == cfg["speculative_num_draft_tokens"] == k + 1 <= 16
+    assert f"--speculative-dflash-block-size {k + 1}" in sg["command_line"]

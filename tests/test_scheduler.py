@@ -44,7 +44,7 @@ def test_scenario_load_uses_the_engine_default_and_a_user_value_wins():
 
 def test_the_plain_side_runs_as_the_engine_would_without_speculation():
     """SGLang caps a speculative server at 48 running requests and a plain one at its request pool: the
-    comparison's plain side keeps the plain cap (MODEL.md 6.1), so at 64 clients only speculation queues."""
+    comparison's plain side keeps the plain cap (docs/model.md §11), so at 64 clients only speculation queues."""
     import jax.numpy as jnp
 
     from specjax.search import concurrency

@@ -1,4 +1,4 @@
-"""The serving load of MODEL.md 6: the affine closed form, Little's law, saturation at the right rate,
+"""The serving load of docs/model.md §10: the affine closed form, Little's law, saturation at the right rate,
 the low-rate limit, the plain-Python reference (another algorithm), SLO search, the switch-off rate and
 its sensitivities against finite differences, and `specjax serve` at the edge."""
 

@@ -1,4 +1,4 @@
-"""The source-balanced headline of MODEL.md 7 (median over sources of each source's median APE, and
+"""The source-balanced headline of docs/model.md §13 (median over sources of each source's median APE, and
 the worst source) on hand-made tables whose numbers are worked out by hand."""
 
 import polars as pl

@@ -1,4 +1,4 @@
-"""Speculative rows measured at a closed-loop client concurrency (MODEL.md 6.1) in `specjax validate`: the
+"""Speculative rows measured at a closed-loop client concurrency (docs/model.md §11) in `specjax validate`: the
 CSV schema and its refusals, each metric's prediction against `search.concurrency.closed` called directly,
 one client against the batch-1 step, the anchor of a fitted acceptance (the lowest concurrency, on a metric that
 rises with acceptance), and the load-kind breakdown of the summary and of the text table. (Fitting alpha through

@@ -1,5 +1,5 @@
-"""Per-position acceptance, draft trees, a bounded draft KV cache and self-speculation (MODEL.md 1.3,
-2.1, 2.2): hand values, limits (equal rates = i.i.d., a topk-1 tree = the chain, exactly), costs by
+"""Per-position acceptance, draft trees, a bounded draft KV cache and self-speculation (docs/model.md §4.3,
+§4.4, §5.2): hand values, limits (equal rates = i.i.d., a topk-1 tree = the chain, exactly), costs by
 hand, the plain-Python reference, the published tree ordering, and the edge checks."""
 
 import math

@@ -118,7 +118,8 @@ def cases(rng, tmp):
     hws = sorted((ROOT / "specjax" / "presets" / "hardware").glob("*.toml"))
     specs = [ROOT / "tests" / "data" / "tiny.toml"]
     csvs = [ROOT / "data" / "measured" / "public.csv", ROOT / "data" / "measured" / "step_times.csv"]
-    engines = sorted((ROOT / "tests" / "data" / "engines").iterdir())
+    engines = sorted((ROOT / "tests" / "data" / "engines").iterdir()) + sorted(
+        f for f in (ROOT / "tests" / "data" / "engine_samples").iterdir() if f.suffix != ".md")  # real output
     model = ["--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "eagle", "--draft",
              "eagle3-llama-3.1-8b"]
     while True:

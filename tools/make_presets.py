@@ -16,7 +16,7 @@ OUT_HW = ROOT / "specjax" / "presets" / "hardware"
 
 # Default one-way link latency per all-reduce step; not in the facts (assumption, README).
 LINK_LATENCY_S = 5e-6
-# GPUs one NVLink-class domain joins (MODEL.md 1.1): 8 in an HGX/OAM node unless listed. NVL72 racks join
+# GPUs one NVLink-class domain joins (docs/model.md §2.5): 8 in an HGX/OAM node unless listed. NVL72 racks join
 # 72; a TPU slice joins its chips over ICI (pod sizes from the TPU docs). Collectives beyond go over the
 # inter-node network, whose per-GPU bandwidth and latency are assumptions (one 400 Gb/s NIC per GPU).
 GPUS_PER_NODE = {"gb200": 72, "gb300": 72, "tpu-v4": 4096, "tpu-v5e": 256, "tpu-v5p": 8960, "tpu-v6e": 256}

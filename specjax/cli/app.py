@@ -4,13 +4,13 @@ the output helpers. Command groups live in `cli.model`, `cli.data` and `cli.swee
 import enum
 import functools
 import inspect
-import json
+
 from typing import Annotated, Optional
 
 import typer
 
 from .. import __version__
-from ..api import finite
+from ..outputs.finite import finite, json_text
 from ..inputs import drafters
 from ..errors import SpecError
 from .. import catalogue
@@ -132,7 +132,7 @@ def _json_numbers(obj):
 
 
 def print_json(obj):
-    print(json.dumps(_json_numbers(finite(obj)), allow_nan=False))
+    print(json_text(_json_numbers(finite(obj))))
 
 
 def emit(result, as_json):

@@ -24,7 +24,7 @@ def _writetable(df, path):
         raise SpecError(f"out={path!r}; expected a .csv or .parquet file name")
     io.make_parent(p)
     if p.suffix == ".csv":
-        io.write_bytes_atomic(p, df.write_csv().encode())
+        io.write_csv_atomic(df, p)
     else:
         io.write_parquet_atomic(df, p, {"specjax_versions": json.dumps(io.versions())})
 
@@ -99,7 +99,7 @@ def _plain_table(summary):
 
 
 def _balanced_lines(summary):
-    """The source-balanced headline (MODEL.md 7) under the pooled numbers."""
+    """The source-balanced headline (docs/model.md §13) under the pooled numbers."""
     worst = summary.get("worst_source")
     if worst is None:
         return
@@ -118,7 +118,7 @@ def validate(csv: Csvs, engine: EngineOpt = None,
              roofline: Roof = ROOF_DEFAULT,
              out: Annotated[Optional[str], typer.Option(help="Write the per-row table (.csv or .parquet).")] = None,
              as_json: Json = False):
-    """Predict every measured speedup and report the errors (MODEL.md 7)."""
+    """Predict every measured speedup and report the errors (docs/model.md §13)."""
     from ..engine import calibrate as _cal
     from ..engine import transfer
     from ..engine import validate as _validate
@@ -159,7 +159,7 @@ def calibrate(csv: Csvs,
               holdout_fraction: Annotated[float, typer.Option(help="Share of series held out.")] = 0.3,
               steps: Annotated[int, typer.Option(help="optax steps.", min=10, max=100000)] = 1500,
               roofline: Roof = ROOF_DEFAULT, as_json: Json = False):
-    """Fit an engine profile (efficiencies and overheads, MODEL.md 4) to measurements; write it as TOML."""
+    """Fit an engine profile (efficiencies and overheads, docs/model.md §12) to measurements; write it as TOML."""
     from ..engine import calibrate as _cal
     from ..engine import validate as _validate
     from ..outputs import io
@@ -191,6 +191,7 @@ def calibrate(csv: Csvs,
                  **{f"{k}_p90_ape": v["p90_ape"] for k, v in report.items()})
     io.write_bytes_atomic(pathlib.Path(out), _cal.profile_toml(cal, stats).encode())
     result = dict(profile=out, values=cal.values, identified=list(cal.identified), held=list(cal.held),
+                  not_identified=list(cal.not_identified),
                   std_errors=cal.std_errors, condition=cal.condition, final_loss=float(cal.loss_history[-1]),
                   initial_loss=float(cal.loss_history[0]),
                   **{k: {m: v[m] for m in ("rows_scored", "median_ape", "p90_ape", "side_accuracy")}
@@ -203,7 +204,8 @@ def calibrate(csv: Csvs,
     print(f"{'parameter':<18} {'value':>12} {'std error':>11}  status")
     for k_ in cal.values:
         se = cal.std_errors.get(k_)
-        status = "identified" if k_ in cal.identified else "held"
+        status = "identified" if k_ in cal.identified else "fitted, not identified" if k_ in cal.not_identified \
+            else "held"
         print(f"{k_:<18} {cal.values[k_]:>12.5g} {('-' if se is None else f'{se:.3g}'):>11}  {status}")
     print(f"Hessian condition number {cal.condition:.3g}")
     print(f"\n{'split':<20} {'median APE':>11} {'p90 APE':>9} {'side acc.':>10}")

@@ -1,7 +1,7 @@
 """Engine integration: `ingest` (engine metrics, logs, stats and benchmark results -> CSV) and `advise`
 (the model's k per batch -> an engine's speculative configuration)."""
 
-import math
+import json
 from typing import Annotated, Optional
 
 import typer
@@ -39,6 +39,8 @@ def ingest(files: Files,
            as_json: Json = False):
     """Read engine metrics, logs, iteration stats or benchmark results into a CSV: acceptance per batch
     (tau, per-position rates) or measurement rows for `specjax validate` and `calibrate`."""
+    for f in files:
+        _ingest.check_readable(f)
     formats = {value(fmt)} if fmt else {_ingest.detect(f) for f in files}
     if len(formats) > 1:
         raise SpecError(f"files of several formats ({', '.join(sorted(formats))}); ingest one format at a time")
@@ -61,9 +63,13 @@ def ingest(files: Files,
         return
     print(f"{form} ({engine}): {len(rows)} rows -> {out}")
     if kind == _ingest.ACCEPTANCE:
-        print(f"{'batch':>6} {'tau':>6} {'k':>3}  per-position rates")
+        print(f"{'batch':>7} {'tau':>6} {'k':>3}  per-position rates")
         for r in rows:
-            print(f"{_b(r['batch']):>6} {r['accepted_length']:>6.3f} {r['k'] or '-':>3}  {r['position_rates'] or '-'}")
+            b = "unknown" if r["batch"] is None else _b(r["batch"])
+            print(f"{b:>7} {r['accepted_length']:>6.3f} {r['k'] or '-':>3}  {r['position_rates'] or '-'}")
+        if any(r["batch"] is None for r in rows):
+            print("batch unknown: samples without the engine's running-requests count for their interval (a log "
+                  "that starts mid-stream, a drafter line without its stat line, a snapshot of 0)")
         last = rows[-1]
         hint = f"--position-rates {last['position_rates']}" if last["position_rates"] else \
             f"--accepted-length {last['accepted_length']:.3f}"
@@ -76,51 +82,63 @@ def ingest(files: Files,
 def advise(model, load,
            emit: Annotated[Optional[EmitChoice], typer.Option(help="Engine whose configuration to print (default: "
                                                                    "--engine, if it is one of them).")] = None,
+           engine_version: Annotated[Optional[str], typer.Option(
+               help="Engine version the configuration is for (vLLM default 0.29, SGLang 0.5.20, TensorRT-LLM "
+                    "1.3): the emitted keys are what that version reads as meant.")] = None,
+           draft_id: Annotated[Optional[str], typer.Option(
+               help="What the engine loads as the draft (Hugging Face id or directory; default: the draft "
+                    "preset's Hugging Face id).")] = None,
            max_num_seqs: Annotated[Optional[int], typer.Option(
-               help="Largest batch served (the range is 1..N; default: the engine's max_num_seqs on this GPU).",
-               min=1, max=65536)] = None,
+               help="Largest batch per engine rank to admit (the cap on the admission limit; default: the "
+                    "engine's max_num_seqs on this GPU).", min=1, max=65536)] = None,
            k_max: Annotated[int, typer.Option(help="Largest draft length considered.", min=1, max=16)] = 8,
            margin: Annotated[float, typer.Option(help="Speculation stays on only where the speedup is at least "
                                                       "1 + margin (no flapping at a threshold).", min=0.0, max=1.0)
                              ] = 0.03,
            qps_max: Annotated[Optional[float], typer.Option(
-               help="Serve request rates up to this (requests/s): the range is the batches the serving model "
-                    "(MODEL.md 6) gives up to it, capped by --max-num-seqs.")] = None,
+               help="Report the running batch the serving model (docs/model.md §10) gives at this request rate; the "
+                    "table still covers every batch up to the admission limit (a burst runs there).")] = None,
            as_json: Json = False):
-    """The engine's speculative configuration for the served batch range: k per batch range from the model
+    """The engine's speculative configuration for every batch it admits: k per batch range from the model
     (k = 0: off), as vLLM num_speculative_tokens_per_batch_size, TensorRT-LLM draft_len_schedule or SGLang
-    flags, with the expected speedup of each range."""
+    adaptive slots as the given engine version reads them, with the admission limit (the largest batch
+    that fits with the drafter) and the expected speedup of each range."""
     from .. import api
     from ..engine import advise as _advise
+    from ..engine import emit as _emit
 
     sc = scenario(**model)
     engine = value(emit) or (sc.engine if sc.engine in _advise.EMIT else "vllm")
+    _emit.parse_version(engine, engine_version)  # a bad version fails before the sweep
     cap_source = "given"
     if max_num_seqs is None:  # the engine's scheduler default on this GPU (`inputs.scheduler`)
         max_num_seqs, cap_source = sc.scheduler_limits()["max_num_seqs"]
     served_by = None
-    if qps_max is not None:  # the batches a rate range produces, with and without speculation
+    if qps_max is not None:  # the running batch a rate produces, with and without speculation
         from .. import catalogue
 
         catalogue.check("qps", qps_max)
-        load = scenario(**model, **load, max_num_seqs=max_num_seqs)
-        (p,) = api.serve(load, [qps_max])["points"]
-        reached = max(b for b in (p["batch_base"], p["batch_sd"]) if b is not None)
-        max_num_seqs, served_by = max(1, min(max_num_seqs, math.ceil(reached))), p
+        loaded = scenario(**model, **load, max_num_seqs=max_num_seqs * sc.dp_attention)
+        (served_by,) = api.serve(loaded, [qps_max])["points"]
     ranges, table, best = _advise.schedule(sc, max_num_seqs, k_max, margin)
-    cfg, line, warnings = _advise.emit(engine, sc, ranges, table, best, max_num_seqs)
+    admission = ranges[-1][1]
+    res = _advise.emit(engine, sc, ranges, table, margin, engine_version, draft_id)
+    warnings = res["warnings"]
+    if admission < max_num_seqs:
+        warnings.insert(0, f"from batch {admission + 1} per rank the drafter does not fit in memory at any k: the "
+                           f"admission limit is {admission} (--max-num-seqs {max_num_seqs} capped)")
     per_range = _advise.expected(ranges, table)
-    full = next((r["batches"][0] for r in per_range if r["off_because"] == "does_not_fit"), None)
-    if full is not None:
-        warnings.append(f"from batch {full} on the drafter does not fit in memory at any k (--max-num-seqs "
-                        f"{max_num_seqs} is more than this deployment holds with speculation)")
-    out = dict(emit=engine, config=cfg, command_line=line, ranges=per_range, margin=margin, served_by_qps=served_by,
-               max_num_seqs=max_num_seqs, k_max=k_max, warnings=warnings, inputs=api.inputs(sc))
+    out = dict(emit=engine, config=res["config"], command_line=res["command_line"], files=res["files"],
+               engine_version=res["engine_version"], runs=res["runs"], ranges=per_range, margin=margin,
+               admission_limit=res["runs"][-1][1], served_by_qps=served_by, max_num_seqs=max_num_seqs, k_max=k_max,
+               warnings=warnings, inputs=api.inputs(sc))
     out["inputs"].pop("batch")
     out["inputs"]["scheduler_source"] = dict(max_num_seqs=cap_source)
     if as_json:
         print_json(out)
         return
+    if sc.dp_attention > 1:
+        print(f"(batches per engine rank, as the engines count them: the replica runs {sc.dp_attention}x)")
     print(f"{'batches':>13} {'k':>3} {'speedup min':>12} {'first':>7} {'last':>7}")
     for r in out["ranges"]:
         why = {"does_not_fit": "  off: does not fit in memory with the drafter",
@@ -128,8 +146,12 @@ def advise(model, load,
         print(f"{r['batches'][0]:>6}-{r['batches'][1]:<6} {r['k']:>3} {r['speedup_min']:>12.3f} "
               f"{r['speedup_first']:>7.3f} {r['speedup_last']:>7.3f}{why}")
     if served_by:
-        print(f"(batches 1..{max_num_seqs}: the running batch at {qps_max:g} req/s, without / with speculation "
-              f"{_b(served_by['batch_base'])} / {_b(served_by['batch_sd'])})")
-    print(f"\n{engine}: {line}")
+        print(f"(at {qps_max:g} req/s the running batch is {_b(served_by['batch_base'])} without / "
+              f"{_b(served_by['batch_sd'])} with speculation; the table covers every admitted batch)")
+    ver = out["engine_version"]
+    print(f"\n{engine} {ver['target']} (needs >= {ver['minimum']}), admission limit {out['admission_limit']}:")
+    print(res["command_line"])
+    for name, content in res["files"].items():
+        print(f"{name}: {json.dumps(content)}")
     for w in warnings:
         print(f"warning: {w}")

@@ -14,9 +14,11 @@ from .app import (BatchMax, Json, MethodChoice, app, emit, model_command, print_
 
 @model_command
 def point(model,
-          batch: Annotated[list[float], typer.Option(help="Decode batch (sequences); repeat for a table of points.")],
+          batch: Annotated[Optional[list[float]], typer.Option(
+              help="Decode batch (sequences); repeat for a table of points. Default: 1 (one sequence).")] = None,
           as_json: Json = False):
     """Speedup, step times, throughputs and memory at one operating point (or one per --batch)."""
+    batch = batch or [catalogue.INPUTS["batch"].default]  # the catalogue's (and `Scenario`'s) default batch
     for b in batch:
         catalogue.check("batch", b)
     scenarios = [scenario(batch=b, **model) for b in batch]
@@ -52,7 +54,7 @@ def _b(x):
 @model_command
 def crossover(model, batch_max: BatchMax = 65536.0, as_json: Json = False):
     """Where speculation stops paying: the switch-off batch B_off (last crossing of S = 1), the first
-    crossing, dips and the status of the speedup curve (MODEL.md 3)."""
+    crossing, dips and the status of the speedup curve (docs/model.md §7)."""
     sc = scenario(**model)
     r = {**api.crossover(sc, check_batch_max(batch_max)), "inputs": api.inputs(sc)}
     if as_json:

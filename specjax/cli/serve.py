@@ -1,5 +1,5 @@
-"""`specjax serve`: the serving load of MODEL.md 6, from request rate to batch, TPOT, TTFT and E2E; with
-`--concurrency` the closed loop of MODEL.md 6.1 (N clients, as `vllm bench serve --max-concurrency`)."""
+"""`specjax serve`: the serving load of docs/model.md §10, from request rate to batch, TPOT, TTFT and E2E; with
+`--concurrency` the closed loop of docs/model.md §11 (N clients, as `vllm bench serve --max-concurrency`)."""
 
 from typing import Annotated, Optional
 
@@ -19,6 +19,10 @@ def _ms(x):
 
 def _q(x):
     return "-" if x is None else f"{x:.4g}"
+
+
+def _r(x):
+    return "-" if x is None else f"{x:.3f}"
 
 
 def check_slo(name, x):
@@ -44,7 +48,7 @@ def serve(model, load,
                                                                           "concurrency (slower: differentiates the "
                                                                           "fixed point).")] = False,
           as_json: Json = False):
-    """From request rate to batch (MODEL.md 6): batch, TPOT, TTFT, E2E and throughput with and without
+    """From request rate to batch (docs/model.md §10): batch, TPOT, TTFT, E2E and throughput with and without
     speculation, the sustainable rates and the rate beyond which speculation no longer lowers TPOT.
     --context is not used: each step runs at the mean decode context input_len + output_len / 2."""
     for q in qps or []:
@@ -63,11 +67,12 @@ def serve(model, load,
     if as_json:
         print_json(r)
         return
-    print(f"{'qps':>9} {'batch':>7} {'batch sd':>8} {'TPOT ms':>8} {'TPOT sd':>8} {'ratio':>6} {'TTFT ms':>8} "
-          f"{'TTFT sd':>8} {'E2E s':>7} {'E2E sd':>7}  status")
+    if r["points"]:
+        print(f"{'qps':>9} {'batch':>7} {'batch sd':>8} {'TPOT ms':>8} {'TPOT sd':>8} {'ratio':>6} {'TTFT ms':>8} "
+              f"{'TTFT sd':>8} {'E2E s':>7} {'E2E sd':>7}  status")
     for p in r["points"]:
         e2e = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
-        ratio = "-" if p["speedup_tpot"] is None else f"{p['speedup_tpot']:.3f}"
+        ratio = _r(p["speedup_tpot"])
         print(f"{p['qps']:>9.4g} {_b(p['batch_base']):>7} {_b(p['batch_sd']):>8} {_ms(p['tpot_base_s']):>8} "
               f"{_ms(p['tpot_sd_s']):>8} {ratio:>6} {_ms(p['ttft_base_s']):>8} {_ms(p['ttft_sd_s']):>8} "
               f"{e2e(p['e2e_base_s']):>7} {e2e(p['e2e_sd_s']):>7}  {p['status']}")
@@ -77,7 +82,7 @@ def serve(model, load,
     st = r["curve_status"]
     said = Curve.of(st).text("over_rate", switch_off_qps=_q(r["switch_off_qps"]),
                              first_crossing_qps=_q(r["first_crossing_qps"]))
-    print(f"{said} (status {st}; TPOT ratio {r['speedup_tpot_low_qps']:.3f} as the rate -> 0)")
+    print(f"{said} (status {st}; TPOT ratio {_r(r['speedup_tpot_low_qps'])} as the rate -> 0)")
     if "slo" in r:
         s = r["slo"]
         what = " and ".join(f"{n} <= {v * 1e3:g} ms" for n, v in (("TPOT", s["tpot_s"]), ("TTFT", s["ttft_s"]))
@@ -107,7 +112,7 @@ def closed_loop(r, as_json):
           f"{'TTFT ms':>8} {'TTFT sd':>8} {'E2E s':>7} {'E2E sd':>7} {'ratio':>6}  status")
     for p in r["points"]:
         e2e = lambda x: "-" if x is None else f"{x:.2f}"  # noqa: E731
-        ratio = "-" if p["ratio_e2e"] is None else f"{p['ratio_e2e']:.3f}"
+        ratio = _r(p["ratio_e2e"])
         print(f"{p['concurrency']:>7.4g} {_q(p['request_throughput_base_req_s']):>7} "
               f"{_q(p['request_throughput_sd_req_s']):>8} {_b(p['batch_base']):>7} {_b(p['batch_sd']):>8} "
               f"{_ms(p['tpot_base_s']):>8} {_ms(p['tpot_sd_s']):>8} {_ms(p['ttft_base_s']):>8} "
@@ -122,6 +127,6 @@ def closed_loop(r, as_json):
     st = r["curve_status"]
     sentence = Curve.of(st).text("over_clients", switch_off_concurrency=_q(r["switch_off_concurrency"]),
                                  first_crossing_concurrency=_q(r["first_crossing_concurrency"]))
-    print(sentence + f" (status {st}; E2E ratio {r['ratio_e2e_one_client']:.3f} at one client)")
+    print(sentence + f" (status {st}; E2E ratio {_r(r['ratio_e2e_one_client'])} at one client)")
     print_elasticities(r, "switch-off concurrency")
     print_inputs(r["inputs"])

@@ -100,6 +100,10 @@ def print_summary(df, width=100):
         per_line = max(1, (width - 2) // cell)
         for i in range(0, len(cells), per_line):
             print("  " + "".join(c.ljust(cell) for c in cells[i:i + per_line]).rstrip())
+    from ..outputs import summary as _summary
+
+    if _summary.GRID_BELOW_1 in df.columns:  # say why it differs from the crossover's bisected batch
+        print(f"\n{_summary.GRID_NOTE}")
 
 
 @app.command()

@@ -3,7 +3,7 @@ control flow on traced values, so they jit and vmap).
 
 `bisect` finds where a monotone predicate flips between two bounds; `golden_min` the minimum of a
 function inside an interval. `sign_changes` finds every place where a smooth-or-kinked function g(x)
-on [1, x_max] changes sign (MODEL.md 3): g is sampled on a log grid; a dip (or a bump) narrower than
+on [1, x_max] changes sign (docs/model.md §7): g is sampled on a log grid; a dip (or a bump) narrower than
 one grid step leaves a discrete local minimum (maximum) on the grid beside it, and the extremum there
 is located by golden-section search over the two neighbouring steps and sampled too, so it is not
 missed; every sign change of the samples is then refined by bisection in log x. No derivatives, no

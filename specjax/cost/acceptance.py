@@ -50,7 +50,7 @@ def alpha_from_tokens(tau, k, iters=64):
 
 def tokens_from_rates(rates, k):
     """tau = 1 + sum_{i<=k} prod_{j<=i} a_j from conditional per-position rates `rates` (a_1..a_V, last
-    axis; MODEL.md 2.1). Beyond position V, a_i stays at a_V (a geometric tail, closed form). k may be
+    axis; docs/model.md §4.3). Beyond position V, a_i stays at a_V (a geometric tail, closed form). k may be
     real: position i counts with weight clip(k - i + 1, 0, 1), so tau is piecewise linear in k up to V
     and equals the sum at every integer k; with equal rates it equals `tokens_per_step` at integer k."""
     rates, k = jnp.asarray(rates), jnp.asarray(k)
@@ -69,7 +69,7 @@ def tokens_from_rates(rates, k):
 
 def conditional_rates(position_rates):
     """vLLM's unconditional per-position acceptance r_i (the fraction of drafts whose position i was
-    accepted) -> conditional rates a_i = r_i / r_{i-1}, r_0 = 1 (MODEL.md 2.1). Host-side floats."""
+    accepted) -> conditional rates a_i = r_i / r_{i-1}, r_0 = 1 (docs/model.md §4.3). Host-side floats."""
     out, prev = [], 1.0
     for r in position_rates:
         out.append(0.0 if prev == 0 else min(r / prev, 1.0))
@@ -99,7 +99,7 @@ TREE_MAX_DEPTH = 16  # deepest draft tree the estimate covers (SGLang's defaults
 
 
 def tokens_per_tree_step(rates_at, topk, tokens, depth, max_depth=TREE_MAX_DEPTH):
-    """Estimated tau of a draft tree (MODEL.md 2.2), documented in the README: depth d keeps w_d
+    """Estimated tau of a draft tree (docs/model.md §4.4): depth d keeps w_d
     candidates (`tree_widths`) spread over the w_{d-1} nodes above it, so the accepted node at depth
     d - 1 has m_d = w_d / w_{d-1} candidate children on average (w_0 = 1). Depth d is reached when depth
     d - 1 was and one of them matches: p_d = 1 - (1 - a_d)^{m_d} for m_d >= 1 (independent draws), and
@@ -131,6 +131,13 @@ def alpha_from_tree_tokens(tau, topk, tokens, depth, iters=64):
     tau = jnp.asarray(tau)
     return bisect(lambda a: tokens_per_tree_step(lambda d: a, topk, tokens, depth) < tau,
                   jnp.zeros_like(tau), jnp.ones_like(tau), iters)
+
+
+def max_tree_tau(topk, tokens, depth):
+    """The longest accepted length the tree estimate gives a tree of this shape: its tau at alpha = 1.
+    Below k + 1 where a depth keeps fewer candidates than the nodes above it (m_d < 1): a measured tau
+    above it has no alpha that reproduces it, so it is refused, never clipped to it."""
+    return tokens_per_tree_step(lambda d: 1.0, topk, tokens, depth)
 
 
 def max_tree_tokens(topk, depth):

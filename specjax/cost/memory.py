@@ -1,4 +1,4 @@
-"""Memory per replica (MODEL.md 2, 1.1): on its busiest GPU, a replica's weights plus the KV cache of
+"""Memory per replica (docs/model.md §6): on its busiest GPU, a replica's weights plus the KV cache of
 its sequences must fit in HBM x memory_fraction.
 
 Per GPU of a layout of G = tp x dp_attention GPUs: the replica's weights over G, plus the attention

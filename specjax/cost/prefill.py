@@ -1,4 +1,4 @@
-"""Prefill as it runs (MODEL.md 1.2, last paragraph): c_p, the time of one prompt token.
+"""Prefill as it runs (docs/model.md §3): c_p, the time of one prompt token.
 
 A prompt of L_in tokens is prefilled in chunks of n_c = min(L_in, chunk_tokens) tokens. Each token's
 FLOPs are 2 P_active plus attention over the prompt before it (causal: mean context L_in / 2), and run at
@@ -12,7 +12,7 @@ per GPU of the layout (the FLOPs and bytes of `roofline.operator_costs` for one 
 where t_tok(1) is one token's activation traffic outside the GEMMs (`roofline.token_time`: a prompt token
 pays its norms, rotary and expert dispatch as a decode token does; 0 in the pure roofline).
 Communication and engine overheads are not counted here: a chunk shares its iteration, and so its pass,
-with the decode tokens (MODEL.md 6). Pure functions of one point; 0 for a model with no weights.
+with the decode tokens (docs/model.md §10). Pure functions of one point; 0 for a model with no weights.
 """
 
 from typing import NamedTuple

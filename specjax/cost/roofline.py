@@ -1,8 +1,8 @@
-"""Time of one forward pass of a model over n = B*q tokens, per GPU of a TP group (MODEL.md 1).
+"""Time of one forward pass of a model over n = B*q tokens, per GPU of a TP group (docs/model.md §2).
 
 Operator classes: dense weights, LM head, routed experts, attention over full-context layers,
 attention over sliding-window layers, per GPU of a replica laid out by `Deployment` (tensor, expert and
-attention-data parallelism, MODEL.md 1.1). Each has FLOPs and bytes; `mode="operator"` takes
+attention-data parallelism, docs/model.md §2.4). Each has FLOPs and bytes; `mode="operator"` takes
 max(t_math, t_mem) per operator and sums, `mode="pass"` takes one roofline for the whole
 pass (the blog-post model); the mode is the static field `Hardware.roofline`. All-reduces, all-to-alls and
 the fixed per-pass overhead are added, never overlapped. Pure functions of one operating point
@@ -56,7 +56,7 @@ def effective_context(context, window):
 
 
 def operator_costs(hw, deploy, model, batch, q, context, expert_locality=0.0):
-    """FLOPs and bytes per GPU of each operator class, as two tuples of 5 scalars (MODEL.md 1, 1.1).
+    """FLOPs and bytes per GPU of each operator class, as two tuples of 5 scalars (docs/model.md §2.1, §2.4).
 
     Order: dense weights, LM head, routed experts, full attention, windowed attention.
     Tuples, not stacked arrays, so that a vmapped grid fuses into one elementwise loop.
@@ -111,7 +111,7 @@ def all_reduce_time(hw, payload, group):
 
 
 def all_to_all_time(hw, deploy, model, n):
-    """One dispatch (or combine) all-to-all of an MoE layer under expert parallelism (MODEL.md 1.1).
+    """One dispatch (or combine) all-to-all of an MoE layer under expert parallelism (docs/model.md §2.5).
 
     Each GPU owns n / G of the tokens and sends each token's activation (d_model x 2 bytes) to its r
     experts, a fraction (ep - 1) / ep of them on another EP rank; of those, a fraction
@@ -127,7 +127,7 @@ def all_to_all_time(hw, deploy, model, n):
 
 
 def comm_time(hw, deploy, model, batch, q):
-    """Communication of one pass, per GPU (MODEL.md 1.1, 5: added, never overlapped).
+    """Communication of one pass, per GPU (docs/model.md §2.5: added, never overlapped).
 
     Every layer: an all-reduce after attention over the tp GPUs of an attention-DP rank (its n / d_a
     tokens) and one after the FFN over all G GPUs (the gathered n tokens: with DP attention this is
@@ -168,7 +168,7 @@ def operator_times(hw, deploy, model, batch, q, context, expert_locality=0.0):
 
 
 def engine_overhead(hw, model):
-    """T_over = T_pass_fixed + n_layers t_layer + n_kernels t_kernel (MODEL.md 1.2, with the launch
+    """T_over = T_pass_fixed + n_layers t_layer + n_kernels t_kernel (docs/model.md §2.6, with the launch
     cost of each kernel: `Model.n_kernels`): what an engine adds to every pass of a model, whatever its
     size; 0 for a model with no weights and in the pure roofline."""
     per_pass = hw.fixed_overhead_s + model.n_layers * hw.layer_overhead_s + model.n_kernels * hw.kernel_overhead_s
@@ -176,7 +176,7 @@ def engine_overhead(hw, model):
 
 
 def token_time(hw, deploy, model, n):
-    """Per-token cost the roofline's operators miss (MODEL.md 1.2), per GPU, for a pass over `n` tokens:
+    """Per-token cost the roofline's operators miss (docs/model.md §2.7), per GPU, for a pass over `n` tokens:
 
         t_tok = (n / d_a  n_layers v_act  +  n r / ep  n_moe v_exp) d_model 2 bytes / (eta_W W),
 

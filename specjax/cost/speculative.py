@@ -1,12 +1,12 @@
-"""One speculative-decoding operating point: step times, speedup, throughputs, memory (MODEL.md 2).
+"""One speculative-decoding operating point: step times, speedup, throughputs, memory (docs/model.md §5, §6).
 
 T_sd(B) = k * (T_draft(B, 1) + T_draft_fixed) + T_target(B, k+1) + T_step_fixed for a chain drafter, and
-p * (T_draft(B, k) + T_draft_fixed) + T_target(B, k+1) + T_step_fixed for a parallel drafter (MODEL.md 2.3:
+p * (T_draft(B, k) + T_draft_fixed) + T_target(B, k+1) + T_step_fixed for a parallel drafter (docs/model.md §5.2:
 p passes, each over the B x k draft tokens), where a draft pass
 is the draft model's own pass (in the drafter's layout, `Deployment.drafter`) plus c * T_target(B, 1)
 (c = `draft_cost_ratio`; 0 for model drafters, the whole cost for the cost-ratio drafter); T_draft_fixed
 applies to drafters that run a model (not n-gram lookup, not the ratio drafter, whose c already is the
-whole draft cost) and T_step_fixed to every step with k > 0 (MODEL.md 1.2).
+whole draft cost) and T_step_fixed to every step with k > 0 (docs/model.md §5.2).
 S(B) = tau * T_target(B, 1) / T_sd(B). With everything memory-bound and a ratio drafter this is
 Leviathan's (1 - alpha^(k+1)) / ((1 - alpha)(k c + 1)).
 `step` is a pure function of one point; vmap/jit it in callers.
@@ -45,8 +45,8 @@ class Result(NamedTuple):
 
 
 def tokens_per_tree_or_chain(dec):
-    """tau of the operating point: i.i.d. alpha or the per-position vector (MODEL.md 2.1), through the
-    tree estimate for a draft tree (2.2; a topk-1 tree with k + 1 tokens is the chain, exactly)."""
+    """tau of the operating point: i.i.d. alpha or the per-position vector (docs/model.md §4.3), through the
+    tree estimate for a draft tree (docs/model.md §4.4; a topk-1 tree with k + 1 tokens is the chain, exactly)."""
     chain = tokens_per_step(dec.alpha, dec.k) if dec.rates is None else tokens_from_rates(dec.rates, dec.k)
     if not dec.is_tree:
         return chain
@@ -62,7 +62,7 @@ def point_status(batch, mb_base, mb_sd):
 
 
 def times(hw, deploy, target, draft, dec):
-    """The times of one step without the memory side (MODEL.md 2): (tau, plain pass `PassCost`, verify
+    """The times of one step without the memory side (docs/model.md §5.2): (tau, plain pass `PassCost`, verify
     `PassCost`, one draft pass t_draft, the speculative step T_sd). `step` adds speedup and memory;
     the serving solver (`search.serving`) calls this in its inner loop."""
     tau = tokens_per_tree_or_chain(dec)
@@ -71,17 +71,17 @@ def times(hw, deploy, target, draft, dec):
     base = pass_cost(hw, deploy, target, dec.batch, 1.0, dec.context, lam)
     verify = pass_cost(hw, deploy, target, dec.batch, q_verify, dec.context, lam)
     draft_layout = deploy.drafter()
-    draft_ctx = dec.draft_context(dec.context)  # a bounded draft KV cache (MODEL.md 1.3)
+    draft_ctx = dec.draft_context(dec.context)  # a bounded draft KV cache (docs/model.md §5.2)
     own = pass_cost(hw, draft_layout, draft, dec.batch, 1.0, draft_ctx, lam)
     fixed = dec.draft_cost_ratio * base.t_s + jnp.where(draft.has_weights, hw.draft_overhead_s, 0.0)
     t_draft = own.t_s + fixed
-    if dec.is_tree:  # the first draft pass over B tokens, the other k - 1 over B x topk (MODEL.md 2.2)
+    if dec.is_tree:  # the first draft pass over B tokens, the other k - 1 over B x topk (docs/model.md §5.2)
         wide = pass_cost(hw, draft_layout, draft, dec.batch, dec.tree_topk, draft_ctx, lam).t_s + fixed
         drafting = dec.k * wide + (t_draft - wide)  # = k t_draft exactly for topk 1
         t_draft = drafting / jnp.maximum(dec.k, 1.0)
     else:
         drafting = dec.k * t_draft
-    if dec.is_parallel:  # p passes over B x k tokens each, T_draft_fixed per pass (MODEL.md 2.3)
+    if dec.is_parallel:  # p passes over B x k tokens each, T_draft_fixed per pass (docs/model.md §5.2)
         block = pass_cost(hw, draft_layout, draft, dec.batch, dec.k, draft_ctx, lam).t_s + fixed
         par = dec.draft_passes > 0  # 0: a chain point stacked with parallel ones
         drafting = jnp.where(par, dec.draft_passes * block, drafting)

@@ -1,5 +1,5 @@
-"""Statuses, declared once (MODEL.md 2.3 and 3), each with its words (as diffrax's `RESULTS` keeps one
-message per code).
+"""Statuses, declared once (docs/model.md §6, §7, §10 and §11), each with its words (as diffrax's
+`RESULTS` keeps one message per code).
 
 Inside jitted kernels a status is a small integer code (`int8`); files carry it as a polars Enum
 of the names below and JSON as the name. No other module spells a status name or its sentence:
@@ -63,7 +63,7 @@ class _Status(enum.IntEnum):
 
 
 class Point(_Status):
-    """Status of one operating point (MODEL.md 2.3)."""
+    """Status of one operating point (docs/model.md §6)."""
 
     OK = 0, "fits in memory with the drafter"
     SD_OVER_MEMORY = 1, "fits only without the drafter"
@@ -73,8 +73,8 @@ class Point(_Status):
 
 
 class Curve(_Status):
-    """Status of a speedup curve S(B) on [1, batch bound] (MODEL.md 3), or of the TPOT ratio over request
-    rates (MODEL.md 6).
+    """Status of a speedup curve S(B) on [1, batch bound] (docs/model.md §7), or of the TPOT ratio over request
+    rates (docs/model.md §10).
 
     Sentences: `over_batch` (what `crossover` says, fields crossover_batch, batch_bound, pays_from,
     pays_to), `over_rate` (what `serve` says, fields switch_off_qps, first_crossing_qps), `tag` (a
@@ -104,17 +104,24 @@ class Curve(_Status):
                        "speculation pays at one client and at capacity, not in between (first concurrency where "
                        "it does not: {first_crossing_concurrency})")
     INVALID_INPUT = 5, "the combination of inputs is not physical"
+    SD_DOES_NOT_FIT = (6, "speculation cannot run: the drafter with the model and one sequence (its prompt's KV "
+                       "cache included) does not fit in memory",
+                       "speculation does not fit here: the model and the drafter with one sequence exceed memory",
+                       "does not fit: one request (the weights, the drafter and its prompt's KV cache) exceeds memory "
+                       "with speculation", "does not fit",
+                       "does not fit: one request (the weights, the drafter and its prompt's KV cache) exceeds memory "
+                       "with speculation")
 
 
 class Serving(_Status):
-    """Status of a serving load at one request rate (MODEL.md 6): which side sustains the rate."""
+    """Status of a serving load at one request rate (docs/model.md §10): which side sustains the rate."""
 
     OK = 0, "both plain decoding and speculation sustain the rate"
     SD_SATURATED = 1, "only plain decoding sustains the rate (speculation's queue grows)"
     BASE_SATURATED = 2, "only speculation sustains the rate"
     BOTH_SATURATED = 3, "neither side sustains the rate"
     SD_DOES_NOT_FIT = 4, "the drafter does not fit with one sequence"
-    MODEL_DOES_NOT_FIT = 5, "the weights alone do not fit"
+    MODEL_DOES_NOT_FIT = 5, "the model does not fit with one sequence: its weights, or them and one request's KV"
     INVALID_INPUT = 6, "the combination of inputs is not physical"
 
     def side(self, speculative):
@@ -133,7 +140,7 @@ class Serving(_Status):
 
 
 class Closed(_Status):
-    """Status of a closed loop at one concurrency (MODEL.md 6.1): whose clients queue for a slot (the
+    """Status of a closed loop at one concurrency (docs/model.md §11): whose clients queue for a slot (the
     engine holds fewer requests than there are clients, so the excess waits: TTFT grows by the wait)."""
 
     OK = 0                      # both sides admit every client's request at once

@@ -1,4 +1,4 @@
-"""The kernels' inputs as pytrees, in the order every kernel takes them (MODEL.md notation):
+"""The kernels' inputs as pytrees, in the order every kernel takes them (docs/model.md §1):
 
   (Hardware, Deployment, target Model, draft Model, Decode)
 
@@ -30,13 +30,13 @@ class Hardware:
       link_bytes_per_s: interconnect bandwidth, one direction, bytes/s, one GPU.
       link_latency_s: latency added to each all-reduce or all-to-all, seconds.
       gpus_per_node: GPUs one NVLink-class domain joins (8 in an HGX node, 72 in an NVL72 rack); a
-        collective over more GPUs runs over the inter-node network (MODEL.md 1.1).
+        collective over more GPUs runs over the inter-node network (docs/model.md §2.5).
       internode_bytes_per_s: inter-node network bandwidth, one direction, bytes/s, one GPU.
       internode_latency_s: latency of a collective that crosses nodes, seconds.
       flops_efficiency: achieved fraction of `flops_per_s` (eta_F).
       hbm_efficiency: achieved fraction of `hbm_bytes_per_s` (eta_W).
       fixed_overhead_s: T_pass_fixed, added to every forward pass of every model (scheduling, sampling,
-        input preparation), seconds (MODEL.md 1.2; 0 in the pure roofline).
+        input preparation), seconds (docs/model.md §2.6; 0 in the pure roofline).
       layer_overhead_s: t_layer, added per decoder layer to every pass (kernel launches and ramp-up).
       kernel_overhead_s: t_kernel, added per kernel a pass launches (`Model.n_kernels`: the launch gap
         and ramp-up of each kernel, so that a layer of many small kernels costs more than one of few).
@@ -44,12 +44,12 @@ class Hardware:
       step_overhead_s: T_step_fixed, added once per speculative step (rejection sampling, KV
         bookkeeping). The last five are engine terms: an engine profile sets them with eta_F, eta_W.
       non_overlap: sigma in [0, 1]; an operator takes max(t_math, t_mem) + sigma min(t_math, t_mem):
-        0 is the roofline of MODEL.md (perfect overlap), 1 the scaling book's upper bound (sum).
+        0 is the ideal roofline (docs/model.md §2.3: perfect overlap), 1 the scaling book's upper bound (sum).
       prefill_efficiency: eta_P, the achieved fraction of `flops_per_s` of prefill (its own: prefill GEMMs
-        are large and run nearer peak than decode); what a prompt token's FLOPs run at (MODEL.md 1.2,
+        are large and run nearer peak than decode); what a prompt token's FLOPs run at (docs/model.md §3,
         `cost.prefill`). 1 in the pure roofline; no per-batch step uses it.
       activation_traffic: d_model-wide 16-bit activation vectors each token reads or writes per layer
-        outside the weight GEMMs (norms, residuals, rotary, quantisation, sampling: MODEL.md 1.2), charged at
+        outside the weight GEMMs (norms, residuals, rotary, quantisation, sampling: docs/model.md §2.7), charged at
         eta_W W on every GPU that holds the token (tensor parallelism replicates them). 0 in the pure roofline.
       expert_traffic: the same per token per routed expert in every MoE layer (the dispatch copy of each
         token to its r experts, the expert intermediate, the combine), on the expert-parallel rank that
@@ -98,7 +98,7 @@ def layout_divides(tp, ep, dp_attention, draft_tp, n_experts):
 
 @pytree_dataclass
 class Deployment:
-    """How one model replica is laid out on GPUs (MODEL.md 1.1).
+    """How one model replica is laid out on GPUs (docs/model.md §2.4).
 
     A replica has `gpus` = tp x dp_attention GPUs. Attention runs `dp_attention` data-parallel ranks,
     each tensor-parallel over `tp` GPUs and holding the KV of batch / dp_attention sequences. Dense
@@ -190,7 +190,7 @@ class Model:
       kv_heads: how many ways tensor parallelism can split the KV cache (KV heads; 1 for MLA, whose
         latent every head reads): per-GPU KV is the replica's over min(tp, kv_heads).
       p_attn: the part of `p_dense` in attention projections; under attention data parallelism each
-        DP rank holds and reads its own copy (MODEL.md 1.1).
+        DP rank holds and reads its own copy (docs/model.md §2.4).
       weights_resident: 1 if this replica stores its weights, 0 if it reads another's (the drafter of
         self-speculation is the target itself: its passes read every weight, it stores none).
       n_kernels: kernels one pass launches (`config.Architecture.kernels`: a pinned count per layer
@@ -255,7 +255,7 @@ class Model:
 
 @pytree_dataclass
 class Load:
-    """A serving load (MODEL.md 6): requests arriving at `qps` per second, each with `input_len` prompt
+    """A serving load (docs/model.md §10): requests arriving at `qps` per second, each with `input_len` prompt
     tokens and `output_len` generated tokens, served by continuous batching of at most `max_num_seqs`
     sequences, with chunked prefill of at most `chunk_tokens` prompt tokens per engine iteration.
 
@@ -265,7 +265,7 @@ class Load:
       max_num_seqs: the engine's batch cap (vLLM `max_num_seqs`); the memory-feasible batch caps it too.
       chunk_tokens: prompt tokens one iteration prefills (vLLM `max_num_batched_tokens`): a prompt
         takes ceil(L_in / chunk_tokens) iterations before its first token.
-      concurrency: N, the clients of a closed loop (MODEL.md 6.1: each sends its next request when its
+      concurrency: N, the clients of a closed loop (docs/model.md §11: each sends its next request when its
         last one ends; `search.concurrency`); the open-loop functions read `qps` instead.
       plain_max_num_seqs: the plain server's batch cap where the engine's default differs from its
         speculative server's (SGLang: 48 running requests with speculation, its request pool without);
@@ -303,19 +303,19 @@ class Decode:
       context: tokens already in each sequence's KV cache (L).
       draft_cost_ratio: c, extra draft-pass cost as a fraction of T_target(B, 1).
       expert_locality: a workload property: 0 = sequences route independently (uniform routing,
-        MODEL.md); 1 = all sequences of a batch route identically (one prompt copied B times under
+        docs/model.md §2.2); 1 = all sequences of a batch route identically (one prompt copied B times under
         greedy decoding). Distinct experts are those of n_eff = q (1 + (1 - lambda)(B - 1)) tokens.
       draft_kv_budget: None (the drafter keeps all of its KV) or the tokens of KV it keeps and reads per
-        layer, min(L, b) (MODEL.md 1.3). Like `rates` and the tree, None is part of the tree structure.
+        layer, min(L, b) (docs/model.md §5.2). Like `rates` and the tree, None is part of the tree structure.
       draft_passes: None (a chain drafter: k sequential passes over B tokens) or, per point, the passes p
-        of a parallel drafter (MODEL.md 2.3: PARD, P-EAGLE, DFlash), each over B x k tokens; 0 marks a
+        of a parallel drafter (docs/model.md §5.1: PARD, P-EAGLE, DFlash), each over B x k tokens; 0 marks a
         chain point among parallel ones (rows of a measurement file stacked together).
       rates: None (i.i.d. alpha) or the conditional acceptance of each draft position a_1..a_V (last
-        axis; MODEL.md 2.1). Whether it is None is part of the tree structure: each compiles once.
+        axis; docs/model.md §4.3). Whether it is None is part of the tree structure: each compiles once.
       tree_topk, tree_tokens: None (a chain) or a draft tree of depth k, branching `tree_topk`,
-        verifying `tree_tokens` tokens per sequence, root included (MODEL.md 2.2).
+        verifying `tree_tokens` tokens per sequence, root included (docs/model.md §4.4).
       load: None (the point is a batch) or a `Load`: the serving load whose fixed point gives the batch
-        (MODEL.md 6; `search.serving`). The per-batch kernels ignore it.
+        (docs/model.md §10; `search.serving`). The per-batch kernels ignore it.
       tree_max_depth: static; the deepest tree the tau estimate unrolls (a point deeper than it is
         invalid_input). 16 (`acceptance.TREE_MAX_DEPTH`) unless the builder knows less: a scenario's
         own depth, a sweep's largest k; each level costs a few transcendentals per point.

@@ -1,27 +1,17 @@
 """From the model's best draft length per batch to an engine's own speculative configuration.
 
-`schedule` evaluates every integer batch 1..max_num_seqs at every k in 1..k_max (the step kernel,
-vmapped: exact, no search), keeps the best k where its speedup is at least 1 + margin (else k = 0:
-speculation off; the margin keeps a threshold clear of the batch where the speedup crosses 1, where
-users see the engine flap between on and off), and merges equal neighbours into ranges
-[first, last, k]. `emit` writes the ranges in an engine's terms:
-
-- vllm: `--speculative-config` JSON with `method`, `model`, `num_speculative_tokens` (the largest k)
-  and `num_speculative_tokens_per_batch_size` ([[1, 64, 3], [65, 96, 2], [97, max_num_seqs, 0]]);
-- trtllm: `speculative_config` with `decoding_type`, `max_draft_len` and `draft_len_schedule` ({first
-  batch of each range: k}; TensorRT-LLM requires {1: max_draft_len}, so no range drafts more than batch 1
-  does: larger k are clamped, with the speedup that costs in a warning), or `max_concurrency` where the
-  schedule is one k then off;
-- sglang: one k for every batch (SGLang has no batch switch): `--speculative-num-steps k
-  --speculative-eagle-topk 1 --speculative-num-draft-tokens k+1`, the k with the best geometric-mean
-  speedup over the served batches, and a warning when speculation does not pay inside the range.
-
-A parallel drafter (MODEL.md 2.3) is named by the kind of its config (`PARALLEL`): vLLM's draft_model or
-eagle3 with `parallel_drafting`, or dflash; TensorRT-LLM's PARD or DFlash; SGLang's DFLASH.
+`schedule` evaluates every integer batch per engine rank 1..max_num_seqs (under DP attention with d ranks
+the replica runs d x that batch: engines count batches per rank) at every k in 1..k_max (the step kernel,
+vmapped: exact, no search) and stops at the admission limit, the largest batch that fits in memory with
+the drafter. Per batch it keeps the smallest k whose speedup is within a relative `TIE` of the best (float32
+ties do not make k flap between ranges) where that speedup is at least 1 + margin (else k = 0: speculation
+off; the margin keeps a threshold clear of the batch where the speedup crosses 1, where users see the
+engine flap between on and off), and merges equal neighbours into ranges [first, last, k]. `emit.emit`
+writes them as the configuration an engine version reads as meant. A DFlash drafter's k is searched up to
+its config's block_size - 1 (the block holds the last verified token and the drafts; `api.block_k`).
 """
 
 import functools
-import json
 
 import jax
 import jax.numpy as jnp
@@ -33,6 +23,7 @@ from ..errors import SpecError
 
 EMIT = ("vllm", "sglang", "trtllm")
 MARGIN = 0.03
+TIE = 1e-3  # relative: a larger k must beat a smaller one by more than this to be chosen
 
 
 @functools.partial(jax.jit, static_argnames=("k_max",))
@@ -46,21 +37,40 @@ def _grid(hw, deploy, tgt, draft, dec, batches, k_max):
     return jax.vmap(lambda b: jax.vmap(lambda k: at(b, k))(ks))(batches)
 
 
-def schedule(scenario, max_num_seqs, k_max=8, margin=MARGIN, dtype=None):
-    """(ranges [[first, last, k], ...], speedup table (batches x k), best speedup per batch)."""
+def choose(table, margin=MARGIN, tie=TIE):
+    """k per batch from a (batches x k) speedup table (NaN: does not fit): the smallest k within a relative
+    `tie` of the best, 0 where that best is below 1 + margin; and the best speedup per batch."""
+    filled = np.where(np.isnan(table), -np.inf, table)
+    top = filled.max(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        near = filled >= np.where(top > 0, top / (1.0 + tie), top)
+    best_k = np.argmax(near, axis=1) + 1
+    best = filled[np.arange(len(table)), best_k - 1]
+    return np.where(best >= 1.0 + margin, best_k, 0), best
+
+
+def schedule(scenario, max_num_seqs, k_max=8, margin=MARGIN, dtype=None, tie=TIE):
+    """(ranges [[first, last, k], ...] per engine rank up to the admission limit, speedup table (batches x k),
+    best speedup per batch). The admission limit is ranges[-1][1]: the largest batch per rank, at most
+    max_num_seqs, that fits with the drafter at some k."""
     if scenario.tree_topk is not None:
         raise SpecError("advise schedules chain draft lengths; drop --tree-topk/--tree-tokens")
     from ..api import block_k
 
     hw, deploy, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
-    k_max = min(k_max, block_k(scenario) or k_max)  # a DFlash drafter: at most its block
-    batches = np.arange(1, int(max_num_seqs) + 1, dtype=np.asarray(dec.alpha).dtype)
+    k_max = min(k_max, block_k(scenario) or k_max)  # a DFlash drafter: at most its block less one
+    ranks = int(scenario.dp_attention)
+    per_rank = np.arange(1, int(max_num_seqs) + 1)
+    batches = (per_rank * ranks).astype(np.asarray(dec.alpha).dtype)
     table = np.asarray(_grid(hw, deploy, tgt, draft, dec, batches, int(k_max)), np.float64)
-    filled = np.where(np.isnan(table), -np.inf, table)
-    best_k = np.argmax(filled, axis=1) + 1
-    best = filled[np.arange(len(batches)), best_k - 1]
-    k_of = np.where(best >= 1.0 + margin, best_k, 0)
-    ranges = _merge([[int(b), int(b), int(k)] for b, k in zip(batches.astype(int), k_of)])
+    fits = ~np.isnan(table).all(axis=1)
+    if not fits[0]:
+        raise SpecError(f"the target and drafter do not fit in memory at batch {ranks} at any k <= {k_max}: "
+                        "nothing to advise")
+    admission = int(np.argmin(fits)) if not fits.all() else len(fits)
+    table = table[:admission]
+    k_of, best = choose(table, margin, tie)
+    ranges = _merge([[int(b), int(b), int(k)] for b, k in zip(per_rank[:admission], k_of)])
     return ranges, table, np.where(np.isfinite(best), best, np.nan)
 
 
@@ -87,122 +97,17 @@ def expected(ranges, table):
     return out
 
 
-METHODS = {  # engine -> drafter kind -> its name there; an EAGLE head: (EAGLE-1/2 name, EAGLE-3 name)
-    "vllm": {"eagle": ("eagle", "eagle3"), "model": "draft_model", "ngram": "ngram", "mtp": "mtp"},
-    "trtllm": {"eagle": ("Eagle", "Eagle3"), "model": "DraftTarget", "ngram": "NGram", "mtp": "MTP"},
-    "sglang": {"eagle": ("EAGLE", "EAGLE3"), "model": "STANDALONE", "ngram": "NGRAM", "mtp": "EAGLE"},
-}
+def emit(engine, scenario, ranges, table, margin=MARGIN, version=None, draft_id=None):
+    """The engine's configuration for the ranges (`emit.emit`)."""
+    from . import emit as _emit
 
-
-# A parallel drafter (MODEL.md 2.3), by the kind of its config: (name, extra keys) per engine; None: not served.
-# vLLM: draft_model / eagle3 with "parallel_drafting": true (PARD, P-EAGLE; vLLM PR 32887), "dflash" (DFlash);
-# TensorRT-LLM: PARDDecodingConfig, DFlashDecodingConfig; SGLang: --speculative-algorithm DFLASH only.
-PARALLEL = {
-    "vllm": {"model": ("draft_model", {"parallel_drafting": True}), "eagle": ("eagle3", {"parallel_drafting": True}),
-             "dflash": ("dflash", {})},
-    "trtllm": {"model": ("PARD", {}), "eagle": None, "dflash": ("DFlash", {})},
-    "sglang": {"model": None, "eagle": None, "dflash": ("DFLASH", {})},
-}
-
-
-def parallel_kind(scenario):
-    """"dflash", "eagle" (P-EAGLE) or "model" (PARD): the config behind a parallel drafter."""
-    from ..inputs import models
-
-    arch = models.load_architecture(scenario.draft)
-    return "dflash" if arch.dflash_features else ("eagle" if arch.eagle_version else "model")
-
-
-def _parallel_method(scenario, engine):
-    kind = parallel_kind(scenario)
-    found = PARALLEL[engine][kind]
-    if found is None:
-        served = [e for e, table in PARALLEL.items() if table[kind]]
-        raise SpecError(f"emit={engine!r} has no parallel {'EAGLE head' if kind == 'eagle' else 'draft model'} "
-                        f"(draft={scenario.draft!r}); expected one of {', '.join(served)}")
-    return found
+    return _emit.emit(engine, scenario, ranges, table, margin, version, draft_id)
 
 
 def _method(scenario, engine):
-    """The engine's name for the scenario's drafter (EAGLE-3 heads told apart by their config)."""
-    from ..inputs import models
+    from . import emit as _emit
 
-    if scenario.drafter == "parallel":
-        return _parallel_method(scenario, engine)[0]
-    names = METHODS[engine]
-    if scenario.drafter not in names:
-        raise SpecError(f"drafter={scenario.drafter!r} has no engine configuration (an abstract cost-ratio or "
-                        f"self-speculation drafter); expected one of {', '.join(names)}")
-    name = names[scenario.drafter]
-    if isinstance(name, tuple):
-        name = name[models.load_architecture(scenario.draft).eagle_version == 3]
-    return name
-
-
-def emit(engine, scenario, ranges, table, best, max_num_seqs):
-    """The engine's configuration (a dict), the command-line form, and warnings."""
-    from ..inputs import models
-
-    k_top = max(k for _, _, k in ranges)
-    warnings = []
-    if scenario.draft in models.preset_slugs():
-        warnings.append(f"{scenario.draft!r} is specjax's preset name: put the draft's Hugging Face id or path in its "
-                        "place")
-    if k_top == 0:
-        warnings.append("speculation never pays by the margin on the served range: leave it off")
-    if engine == "vllm":
-        cfg = {"method": _method(scenario, "vllm"), "num_speculative_tokens": max(k_top, 1),
-               "num_speculative_tokens_per_batch_size": [list(r) for r in ranges]}
-        if scenario.draft:
-            cfg = {"method": cfg["method"], "model": scenario.draft, **{k: v for k, v in cfg.items() if k != "method"}}
-        if scenario.draft_tp:
-            cfg["draft_tensor_parallel_size"] = scenario.draft_tp
-        if scenario.drafter == "parallel":
-            cfg.update(_parallel_method(scenario, "vllm")[1])
-        return cfg, f"--speculative-config '{json.dumps(cfg)}'", warnings
-    if engine == "trtllm":
-        cfg = {"decoding_type": _method(scenario, "trtllm"), "max_draft_len": max(k_top, 1)}
-        if scenario.draft and scenario.drafter != "mtp":
-            cfg["speculative_model"] = scenario.draft
-        k1 = ranges[0][2]
-        if k1 and k_top > k1:  # TensorRT-LLM: draft_len_schedule[1] = max_draft_len, so no range drafts more
-            clamped = _merge([[a, b, min(k, k1)] for a, b, k in ranges])
-            loss = max(1.0 - table[i - 1, min(k, k1) - 1] / table[i - 1, k - 1]
-                       for a, b, k in ranges if k > k1 for i in range(a, b + 1))
-            warnings.append(f"TensorRT-LLM caps every draft length at the one of batch 1 ({k1}); the ranges that "
-                            f"would draft {k_top} lose up to {loss:.1%} of their speedup")
-            ranges = clamped
-            cfg["max_draft_len"] = k1
-        on = [r for r in ranges if r[2]]
-        if len(on) == 1 and on[0][0] == 1 and on[0][1] < max_num_seqs:  # one k, then off: TRT's switch
-            cfg["max_concurrency"] = on[0][1]
-        elif on:
-            cfg["draft_len_schedule"] = {str(first): k for first, _, k in ranges}
-        return cfg, "speculative_config: " + json.dumps(cfg), warnings
-    if engine == "sglang":
-        with np.errstate(invalid="ignore", divide="ignore"):
-            logs = np.nanmean(np.log(table), axis=0)  # geometric mean over the served batches, per k
-        k = int(np.nanargmax(logs)) + 1 if np.isfinite(logs).any() else 1
-        s = table[:, k - 1]
-        off = np.nonzero(~(s >= 1.0))[0]
-        if off.size:
-            warnings.append(f"with k = {k} speculation does not pay from batch {int(off[0]) + 1} on (inside the served "
-                            f"range up to {max_num_seqs}); SGLang has no batch switch: cap --max-running-requests at "
-                            f"{int(off[0])} or serve those loads without speculation")
-        cfg = {"speculative_algorithm": _method(scenario, "sglang"), "speculative_num_steps": k,
-               "speculative_eagle_topk": 1, "speculative_num_draft_tokens": k + 1}
-        if scenario.drafter == "parallel":  # DFLASH drafts the block its config names, in one pass
-            from ..inputs import models
-            block = models.load_architecture(scenario.draft).block_size
-            cfg = {"speculative_algorithm": cfg["speculative_algorithm"]}
-            if k != block - 1:
-                warnings.append(f"SGLang's DFLASH drafts the block of the drafter's config ({block - 1} tokens); the "
-                                f"model's best k on the served range is {k}")
-        if scenario.draft and scenario.drafter != "mtp":
-            cfg["speculative_draft_model_path"] = scenario.draft
-        flags = " ".join(f"--{key.replace('_', '-')} {v}" for key, v in cfg.items())
-        return cfg, flags, warnings
-    raise SpecError(f"emit={engine!r}; expected one of {', '.join(EMIT)}")
+    return _emit.method(scenario, engine)
 
 
 def speedup_at(table, batch, k):
@@ -210,4 +115,4 @@ def speedup_at(table, batch, k):
     return 1.0 if k == 0 else float(table[int(batch) - 1, k - 1])
 
 
-__all__ = ["EMIT", "MARGIN", "schedule", "expected", "emit", "speedup_at"]
+__all__ = ["EMIT", "MARGIN", "TIE", "choose", "schedule", "expected", "emit", "speedup_at"]

@@ -1,4 +1,4 @@
-"""Fit an engine profile to measurements (MODEL.md 4).
+"""Fit an engine profile to measurements (docs/model.md §12).
 
 Parameters: the engine terms of the input catalogue that have fitting bounds (`catalogue.ENGINE` rows
 with `fit`: eta_F, eta_W, T_pass_fixed, t_layer, t_kernel, T_draft_fixed, T_step_fixed, sigma today),
@@ -18,7 +18,10 @@ quarter of its value (or of 2% of its range, for values near 0). The least ident
 held at `PRIORS` (or at a given prior profile) and the rest refitted, until every fitted parameter is
 identified, unless holding it raises the loss beyond noise (`needed`, an F test): then the next least
 identified one is tried, and where every poorly identified term is needed, they stay fitted with their
-errors. `Calibration` reports both lists, the errors and the condition number of J^T J.
+errors and are reported as not identified. With no more residuals than fitted terms no error is bounded
+(every term is unidentified) and no term is shown to be needed; a residual below `NOISE_FLOOR` is not
+believed exact. A fit that identifies nothing is refused (a profile of priors is not a calibration).
+`Calibration` reports the lists, the errors and the condition number of J^T J.
 """
 
 import dataclasses
@@ -266,23 +269,32 @@ def identifiability(vals, fit, data, dtype):
     used = np.asarray(data["used"])
     jac = jac[:, [FIELDS.index(n) for n in fit]]
     n_res, p = int(used.sum()), len(fit)
-    s2 = float(r @ r) / max(n_res - p, 1)
     a = jac.T @ jac
     eig = np.linalg.eigvalsh(a)
     cond = float(eig.max() / eig.min()) if eig.min() > 0 else float("inf")
+    if n_res <= p:  # no residual degrees of freedom: the data bound no error (a perfect fit says nothing);
+        # every ratio is >= 1, largest where the residuals move least with the term (held first)
+        norm = np.sqrt((jac**2).sum(axis=0))
+        return (dict.fromkeys(fit, float("inf")),
+                {n: 1.0 + 1.0 / (norm[i] + 1e-12) for i, n in enumerate(fit)}, cond)
+    s2 = max(float(r @ r) / (n_res - p), NOISE_FLOOR**2)
     cov = s2 * np.linalg.inv(a + (1e-9 * np.trace(a) / p + 1e-300) * np.eye(p))
     se = {n: float(width[n] * np.sqrt(max(cov[i, i], 0.0))) for i, n in enumerate(fit)}
     ratio = {n: se[n] / (0.25 * max(abs(vals[n]), 0.02 * width[n])) for n in fit}
     return se, ratio, cond
 
 
+NOISE_FLOOR = 1e-3  # log residual below which a fit is not believed exact (0.1%: below any measurement's noise)
 F_CRIT = 4.0  # F statistic above which holding a term is rejected (about 95% for one term and many residuals)
 
 
 def needed(loss, loss_without, n_res, n_fit):
     """True where holding one term raises the loss more than noise would (an F test of one restriction:
     F = (L_without - L) / (L / (n_res - n_fit)) > `F_CRIT`): the data need that term even where its
-    standard error is large (two terms that move the same residuals: hold the other one instead)."""
+    standard error is large (two terms that move the same residuals: hold the other one instead). With no
+    residual degrees of freedom (n_res <= n_fit) no test can show a term is needed: False."""
+    if n_res <= n_fit:
+        return False
     return (loss_without - loss) / max(loss, 1e-30) * max(n_res - n_fit, 1) > F_CRIT
 
 
@@ -290,8 +302,9 @@ def needed(loss, loss_without, n_res, n_fit):
 class Calibration:
     profile: engines.EngineProfile
     values: dict                # every engine term, fitted or held
-    identified: tuple           # fitted and identified by the data
+    identified: tuple           # fitted and identified by the data (standard error below a quarter of the value)
     held: tuple                 # held at PRIORS (or at hbm_efficiency) because the data did not identify them
+    not_identified: tuple       # fitted because holding them raised the loss beyond noise, yet poorly identified
     std_errors: dict            # standard error of each parameter (final fit; first fit for held ones)
     condition: float            # condition number of the first fit's J^T J (bound-normalised)
     train_series: list
@@ -354,12 +367,18 @@ def fit(rows, *, name="calibrated", hbm_efficiency=0.85, holdout_fraction=0.3, s
             break
         se, ratio, cond = identifiability(vals, identified, data, dtype)
     hist1 = np.concatenate(hists)
-    held_names = tuple(n for n in FIELDS if n not in identified)
+    fitted, identified = identified, tuple(n for n in identified if ratio[n] < 1.0)
+    if not identified:  # a profile of priors must not be written as "calibrated"
+        raise SpecError(f"the data identify none of the engine terms ({n_res} residuals from {len(tr_rows)} training "
+                        f"rows for {len(candidates)} terms; condition number {first_cond:.3g}): give step times "
+                        "(t_base_s, t_sd_step_s), more batches or series, or use a preset --engine")
+    held_names = tuple(n for n in FIELDS if n not in fitted)
     values = {**{n: float(engines.DEFAULTS[n]) for n in catalogue.ENGINE if n not in vals},
               **{n: float(v) for n, v in vals.items()}}  # a term without fitting bounds: its default
     profile = engines.EngineProfile(slug=name, name=name, values=values,
-                                    fitted=identified, description=f"calibrated on {len(tr_rows)} rows")
+                                    fitted=fitted, description=f"calibrated on {len(tr_rows)} rows")
     return Calibration(profile=profile, values=profile.values, identified=identified, held=held_names,
+                       not_identified=tuple(n for n in fitted if n not in identified),
                        std_errors={**first_se, **se}, condition=first_cond, train_series=train, heldout_series=held_out,
                        loss_history=hist1, rows=len(tr_rows))
 
@@ -395,6 +414,8 @@ def profile_toml(cal, stats):
     engine key of the input catalogue is written, so no term of the profile can be dropped."""
     p = cal.profile
     lines = ["# Written by specjax calibrate. Identified by the data: " + (", ".join(cal.identified) or "none"),
+             *(["# fitted but not identified (standard error above a quarter of the value): "
+                + ", ".join(cal.not_identified)] if cal.not_identified else []),
              "# held (not identified): " + ", ".join(f"{n} = {cal.values[n]:.6g}" for n in cal.held),
              f"name = {_toml_value(p.name)}", f"description = {_toml_value(p.description)}",
              f"fitted = {_toml_value(list(cal.identified))}"]

@@ -1,4 +1,4 @@
-"""Leave-one-source-out validation: the honest number to quote (MODEL.md 4 and 7).
+"""Leave-one-source-out validation: the honest number to quote (docs/model.md §12 and §13).
 
 For every source (publication) in the data: calibrate engine profiles on all the other sources (one
 per engine with enough rows there, plus a pooled profile for engines the training sources lack) and
@@ -8,11 +8,12 @@ Plain step-time rows under load (`inputs.steps`) calibrate and are scored like s
 
 import dataclasses
 
+import jax
 import jax.numpy as jnp
 import polars as pl
 
 from .. import catalogue
-from ..inputs import engines
+from ..inputs import engines, hardware
 from . import calibrate, validate
 
 MIN_ROWS = 8  # an engine needs this many supported training rows to get a profile of its own
@@ -26,14 +27,18 @@ SECTION_FIELDS = tuple(n for n in calibrate.FIELDS if catalogue.ENGINE[n].engine
 
 
 def minority_hardware(rows):
-    """GPUs with a section of their own in an engine's profile: those with at least `MIN_SECTION_ROWS` of
-    the engine's rows but fewer than half of them. Engine terms are properties of an engine on a GPU
-    (MODEL.md 1.2): vLLM's MI300X rows (mxfp4 experts without FP4 hardware) would otherwise set the
-    per-token cost vLLM is predicted with on every NVIDIA GPU."""
+    """GPUs with a section of their own in an engine's profile: hardware presets with at least
+    `MIN_SECTION_ROWS` of the engine's rows but fewer than half of them. Engine terms are properties of an
+    engine on a GPU (docs/model.md §2.6): vLLM's MI300X rows (mxfp4 experts without FP4 hardware) would otherwise
+    set the per-token cost vLLM is predicted with on every NVIDIA GPU. Rows on a user's hardware file stay
+    in the engine's base fit: a `[hardware.<slug>]` table exists only for a preset (an engine TOML refuses
+    any other), and a table keyed by the file's path would never be looked up (profiles apply by the
+    hardware's slug, the file's stem)."""
+    presets = set(hardware.preset_slugs())
     counts = {}
     for r in rows:
         counts[r.hardware] = counts.get(r.hardware, 0) + 1
-    return sorted(h for h, c in counts.items() if MIN_SECTION_ROWS <= c < len(rows) / 2)
+    return sorted(h for h, c in counts.items() if h in presets and MIN_SECTION_ROWS <= c < len(rows) / 2)
 
 
 def in_sections(rows):
@@ -106,6 +111,10 @@ def leave_one_source_out(rows, steps=600, mode="operator", dtype=jnp.float32, pr
                         profiles={e: p.slug for e, p in profiles.items()})
         if "plain_steps" in summ:
             folds[s]["plain_steps_median_ape"] = summ["plain_steps"]["median_ape"]
+        # every fold compiles its fits and predictions anew (row counts are shapes); without this the kept
+        # executables exhaust the process's memory mappings (vm.max_map_count, 65,530) after about 30 min
+        # of a four-file run and LLVM aborts the process ("Unable to allocate section memory")
+        jax.clear_caches()
     if not frames:
         raise ValueError("leave-one-source-out needs at least two sources with supported rows")
     df = pl.concat(frames, how="diagonal_relaxed")  # plain step-time rows add their own columns

@@ -1,4 +1,4 @@
-"""How well the model predicts measured speedups: the validation protocol of MODEL.md 7.
+"""How well the model predicts measured speedups: the validation protocol of docs/model.md §13.
 
 - Acceptance comes from the row (alpha, or alpha solved from the accepted length tau). Where a row
   gives neither, one alpha is fitted per acceptance group (`Row.acceptance_group`: target, drafter,
@@ -7,12 +7,13 @@
   reported, never scored.
 - A row whose speedup exceeds its accepted length (impossible when verifying costs at least one decode
   pass) is `inconsistent`: flagged, not scored. A row the model cannot represent is `unsupported`:
-  skipped with its reason and counted, never aborting the file.
+  skipped with its reason and counted, never aborting the file; so is a row the model gives no finite
+  prediction (a request whose prompt does not fit: its status says so), which would null every metric.
 - Scored rows split into level rows (batch 1 with a given acceptance: the absolute speedup) and shape
   rows (everything else: how the speedup moves with batch, k and context).
-- Rows per request rate (MODEL.md 6: qps, input_len, output_len, measured_ratio = baseline /
+- Rows per request rate (docs/model.md §10: qps, input_len, output_len, measured_ratio = baseline /
   speculative latency, `metric` tpot or e2e_request_latency) are predicted by the serving fixed point
-  (`rate_ratio`), rows at a closed-loop concurrency (MODEL.md 6.1: concurrency in place of qps, the
+  (`rate_ratio`), rows at a closed-loop concurrency (docs/model.md §11: concurrency in place of qps, the
   metrics of `measured.METRICS["concurrency"]`) by the closed loop (`closed_ratio`), both through
   `load_ratio`; acceptance is handled alike, anchored at a group's lowest rate or concurrency (on a
   metric that rises with acceptance: `measured.NO_ALPHA`), and a series' lowest rate or concurrency with
@@ -22,7 +23,7 @@
   hardware (`groups`). A metric over no rows is None with a reason.
 - Plain step times (`inputs.steps`: no speculation, at a closed-loop concurrency, a request rate or a
   decode batch) are scored in their own block (`plain_steps`) on the predicted plain time of the metric
-  the row names (`plain_metric`); a concurrency goes through the closed loop of MODEL.md 6.1
+  the row names (`plain_metric`); a concurrency goes through the closed loop of docs/model.md §11
   (`plain_at_concurrency`).
 - Headline numbers are also source-balanced (`source_balanced`): the median over sources of each
   source's median APE, and the worst source, so that one source with many easy rows cannot carry the
@@ -48,7 +49,7 @@ ROLES = ("level", "shape", "anchor", "inconsistent", "unsupported")  # what each
 
 
 def rate_ratio(h, p, t, d, x, e2e):
-    """A row per request rate (MODEL.md 6): the TPOT ratio, or with `e2e` the ratio of request
+    """A row per request rate (docs/model.md §10): the TPOT ratio, or with `e2e` the ratio of request
     latencies once admitted (TTFT without the queue + (L_out - 1) TPOT: a saturated side's queue wait,
     which a finite benchmark measures only in part, is not predicted; its status says saturated)."""
     m = serving.sides(h, p, t, d, x)
@@ -62,7 +63,7 @@ CLOSED_FIELDS = tuple(measured.METRICS["concurrency"].values())  # per metric co
 
 
 def closed_ratio(h, p, t, d, x, metric):
-    """A row at closed-loop concurrency `x.load.concurrency` (MODEL.md 6.1, `search.concurrency.closed`):
+    """A row at closed-loop concurrency `x.load.concurrency` (docs/model.md §11, `search.concurrency.closed`):
     the ratio baseline / speculative at equal N of the `ClosedSide` field its metric names (`metric`: an
     index into `measured.METRICS["concurrency"]`), and the `status.Closed` code."""
     c = _concurrency.closed(h, p, t, d, x)
@@ -227,7 +228,7 @@ def metrics(df):
 
 
 def source_balanced(df, roles=("level", "shape")):
-    """The source-balanced headline of MODEL.md 7 over the scored rows (roles level and shape) of a
+    """The source-balanced headline of docs/model.md §13 over the scored rows (roles level and shape) of a
     per-row table with `source` and `ape` columns: `source_balanced_median_ape` (the median over sources
     of each source's median APE; `roles`: the roles scored), `worst_source` ({"source", "median_ape"}: the
     source with the largest median APE; ties: the first by name) and `sources_scored`. None values (with
@@ -244,7 +245,7 @@ def source_balanced(df, roles=("level", "shape")):
 
 def plain_at_concurrency(h, p, t, d, x, n):
     """The plain side at closed-loop concurrency `n` (one row; `x.load` gives the lengths and the
-    engine's limits): the closed loop of MODEL.md 6.1 (`search.concurrency.closed`), its `ClosedSide`
+    engine's limits): the closed loop of docs/model.md §11 (`search.concurrency.closed`), its `ClosedSide`
     (request throughput X with n = X E2E, the decode batch, ITL, TPOT, TTFT, E2E; excess clients queue
     for a slot beyond the batch cap)."""
     return _concurrency.closed(h, p, t, d, x, concurrency=n).base
@@ -459,6 +460,9 @@ def _evaluate_speedups(rows, engine, profiles, mode, dtype):
         elif source[i] == "none":
             role.append("unsupported"), note.append(f"no acceptance: {' and '.join(measured.NO_ALPHA)} ratios do "
                                                     "not identify it; give acceptance_rate or accepted_length")
+        elif not np.isfinite(s_pred[i]):  # e.g. a prompt whose KV cache does not fit: skipped, never scored
+            st = STATUS[r.load_kind].of(status[i])
+            role.append("unsupported"), note.append(f"not predicted: status {st.label} ({st.text()})")
         elif bad[i]:
             role.append("inconsistent"), note.append("measured speedup above the accepted length")
         elif anchor[i]:

@@ -4,7 +4,7 @@ Handles dense/GQA (Llama, Qwen), MoE with shared experts and leading dense layer
 (Mixtral, DeepSeek, Qwen-MoE, GLM-MoE, Llama-4, gpt-oss), sliding-window and chunked
 layer types, MLA (DeepSeek), EAGLE-1/EAGLE-3 heads, DFlash block-diffusion drafters
 (`DFlashDraftModel`: `block_size`, `dflash_config`), MTP layers and T5 decoders.
-Parameters are weight matrices only (MODEL.md section 5): biases, norms and sinks are ignored.
+Parameters are weight matrices only (docs/model.md §2.8): biases, norms and sinks are ignored.
 """
 
 import dataclasses
@@ -52,11 +52,12 @@ class Architecture:
     block_size: int = 0          # a DFlash drafter: tokens of the block it fills (anchor + block_size - 1 drafts)
     dflash_features: int = 0     # a DFlash drafter: target layers whose hidden states its fc projects (0: none)
     cross_attention: bool = False  # encoder-decoder (T5): every decoder layer also attends to the encoder
+    max_context: int = 0         # longest sequence it takes (max_position_embeddings, RoPE-scaled); 0: unknown
     source: str = ""
 
     def kernels(self, n_layers, n_moe, extra_projection=False):
         """Kernels one pass of `n_layers` decoder layers (`n_moe` of them MoE) launches, by the pinned
-        count `KERNELS`: what an engine's per-kernel overhead multiplies (MODEL.md 1.2)."""
+        count `KERNELS`: what an engine's per-kernel overhead multiplies (docs/model.md §2.6)."""
         k = KERNELS
         attention = k["mla_attention"] if self.mla else k["attention"]
         attention += k["cross_attention"] if self.cross_attention else 0
@@ -66,7 +67,7 @@ class Architecture:
 
     @property
     def kv_split(self):
-        """How many ways head-parallel TP can split the KV cache: the KV heads (MODEL.md 1.1); MLA's
+        """How many ways head-parallel TP can split the KV cache: the KV heads (docs/model.md §2.4); MLA's
         latent belongs to every head, so it is not split (1)."""
         return 1 if self.mla else self.n_kv_heads
 
@@ -167,9 +168,34 @@ def _layer_kinds(cfg, n, source):
         if windowed and not window:
             raise SpecError(f"layer_types has sliding layers but no sliding_window in {source}")
         return n - windowed, windowed, float(window or 0)
-    if window and _flag(cfg, "use_sliding_window", True, source) and cfg.get("model_type") in ("mistral",):
-        return 0, n, float(window)
+    mt = cfg.get("model_type")
+    if not window:
+        return n, 0, 0.0
+    if mt in WINDOW_PATTERN:  # transformers' default: layer i slides unless (i + 1) % pattern == 0
+        pattern = _get(cfg, "sliding_window_pattern", source, default=WINDOW_PATTERN[mt], hi=n + 1)
+        return n // pattern, n - n // pattern, float(window)
+    if mt in ALL_WINDOWED:
+        return (0, n, float(window)) if _flag(cfg, "use_sliding_window", True, source) else (n, 0, 0.0)
+    if mt in WINDOW_FROM_LAYER:  # Qwen2-style: layers from max_window_layers on slide when use_sliding_window
+        if not _flag(cfg, "use_sliding_window", False, source):
+            return n, 0, 0.0
+        first = _get(cfg, "max_window_layers", source, default=n, lo=0, hi=n)
+        return first, n - first, float(window)
+    if _flag(cfg, "use_sliding_window", True, source):
+        raise field_error("sliding_window", window, f"a config whose layer_types says which layers slide (model_type "
+                          f"{mt!r}: which of its layers use the window is not known here)", source)
     return n, 0, 0.0
+
+
+# which layers of a config without `layer_types` use its sliding window (transformers' config defaults)
+WINDOW_PATTERN = {"gemma2": 2, "gemma3": 6, "gemma3_text": 6, "cohere2": 4}  # every pattern-th layer is global
+ALL_WINDOWED = ("mistral", "phi3", "mixtral")  # every layer, when sliding_window is set
+WINDOW_FROM_LAYER = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")  # layers >= max_window_layers
+# tie_word_embeddings where a config omits it: its class's default in transformers (PretrainedConfig: True)
+UNTIED_BY_DEFAULT = ("llama", "llama4_text", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
+                     "deepseek_v2", "deepseek_v3", "gpt_oss", "glm4_moe", "phi3", "t5")
+WEIGHT_DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "float16": "fp16", "fp16": "fp16", "half": "fp16",
+                 "float32": "fp32", "fp32": "fp32", "float": "fp32"}
 
 
 def _moe_layer_count(cfg, n, n_experts, source):
@@ -193,9 +219,18 @@ def _moe_layer_count(cfg, n, n_experts, source):
     return count
 
 
+def _tied(cfg, source):
+    """tie_word_embeddings as given, else the default of the config's class in transformers (True for
+    PretrainedConfig and Gemma; False for Llama, Qwen, Mistral, DeepSeek, ...: `UNTIED_BY_DEFAULT`)."""
+    return _flag(cfg, "tie_word_embeddings", cfg.get("model_type") not in UNTIED_BY_DEFAULT, source)
+
+
 def _dtypes(cfg, source="config.json"):
-    torch_dtype = str(cfg.get("torch_dtype") or "bfloat16")
-    base = "fp16" if torch_dtype in ("float16", "fp16") else "bf16"
+    key = "torch_dtype" if cfg.get("torch_dtype") is not None else "dtype"  # transformers >= 4.56 writes `dtype`
+    given = cfg.get(key)
+    if given is not None and (not isinstance(given, str) or given not in WEIGHT_DTYPES):
+        raise field_error(key, given, f"one of {', '.join(WEIGHT_DTYPES)}", source)
+    base = WEIGHT_DTYPES[given or "bfloat16"]
     q = cfg.get("quantization_config") or {}
     if not isinstance(q, dict):
         raise field_error("quantization_config", q, "a table of quantisation settings", source)
@@ -233,7 +268,7 @@ def _t5(cfg, name, source):
         kv_elems_per_tok=2 * 2 * inner,  # self + cross attention caches per decoder layer
         n_full_layers=n_dec, n_window_layers=0, window=0.0, n_dense_ffn_layers=n_dec,
         dense_ffn_width=dff, n_moe_layers=0, n_experts=0, top_k=0, expert_width=0, shared_width=0,
-        tied=_flag(cfg, "tie_word_embeddings", False, source), gated_ffn=gated, cross_attention=True,
+        tied=_tied(cfg, source), gated_ffn=gated, cross_attention=True,
         p_stored_only=n_dec * 2 * d * inner + n_enc * (4 * d * inner + ffn), source=source)
 
 
@@ -304,7 +339,7 @@ def from_dict(cfg, name="model", source="config.json"):
         n_full_layers=n_full, n_window_layers=n_window, window=window,
         n_dense_ffn_layers=n - n_moe, dense_ffn_width=dense_w, n_moe_layers=n_moe, n_experts=n_experts,
         top_k=top_k, expert_width=expert_w, shared_width=shared_w,
-        tied=_flag(cfg, "tie_word_embeddings", False, source), p_extra_read=extra,
+        tied=_tied(cfg, source), p_extra_read=extra, max_context=_max_context(cfg, source),
         weight_dtype=w_dt, expert_dtype=e_dt, head_dtype=h_dt,
         mtp_layers=_opt(cfg, "num_nextn_predict_layers", source), eagle_version=eagle,
         draft_vocab=draft_vocab, mla=bool(kv_lora), block_size=block, dflash_features=features, source=source)
@@ -330,6 +365,18 @@ def _dflash(cfg, archs, n_layers, source):
                                                       for i in ids):
         raise field_error("dflash_config.target_layer_ids", ids, "a non-empty list of target layer indices", source)
     return block, len(ids)
+
+
+def _max_context(cfg, source):
+    """The longest sequence the model takes (0: not given): max_position_embeddings, or a RoPE scaling's
+    factor x original_max_position_embeddings where that is longer (YaRN added to a config)."""
+    most = _opt(cfg, "max_position_embeddings", source, hi=1 << 40)
+    rope = cfg.get("rope_scaling")
+    if isinstance(rope, dict) and isinstance(rope.get("factor"), (int, float)) and not isinstance(rope["factor"], bool):
+        orig = rope.get("original_max_position_embeddings")
+        if isinstance(orig, int) and not isinstance(orig, bool) and 0 < rope["factor"] < 1e4 and 0 < orig < 1 << 40:
+            most = max(most, int(rope["factor"] * orig))
+    return most
 
 
 def load_json(path):

@@ -1,4 +1,4 @@
-"""The drafter registry: every drafter kind is one `DrafterKind` record (MODEL.md 2).
+"""The drafter registry: every drafter kind is one `DrafterKind` record (docs/model.md §5.1).
 
 A record says whether the kind needs a draft config (`--draft`), whether its cost is a ratio of the
 target's pass, whether it can appear in measurement CSVs, and how its `Model` pytree is built from
@@ -31,7 +31,7 @@ class DrafterKind:
       runs_model: its draft passes run a model on GPUs (so it has a layout: `--draft-tp`).
       needs_kv_budget: the kind is defined by a bounded draft KV cache (`--draft-kv-budget`).
       parallel: the kind proposes all k tokens in `--draft-passes` passes over B x k tokens instead of k
-        sequential passes over B tokens (MODEL.md 2.3; `Decode.draft_passes`).
+        sequential passes over B tokens (docs/model.md §5.2; `Decode.draft_passes`).
     """
 
     name: str
@@ -81,13 +81,24 @@ def _no_expert_dtype(dts):
     return {k: v for k, v in dts.items() if k != "expert_dtype"}
 
 
+def _same_vocab(target, draft, what="a draft model"):
+    """Drafts are proposed and verified as token ids of one vocabulary: the head's vocab_size must be the
+    target's (an EAGLE-3 head's smaller draft_vocab_size maps into it). Checked for EAGLE heads; a separate
+    draft model is costed by its own vocabulary (the presets pair Mixtral-8x22B's 32,768 with 8x7B's 32,000)."""
+    if draft.vocab != target.vocab:
+        raise field_error("draft", draft.name, f"{what} with vocab_size {target.vocab} like the target {target.name} "
+                          f"(this one has {draft.vocab}: another tokenizer)", draft.source)
+
+
 def _same_hidden_size(target, head):
-    """An EAGLE head runs on the target's hidden states: its hidden size must be the target's."""
+    """An EAGLE head runs on the target's hidden states: its hidden size must be the target's, and so must
+    its vocabulary."""
     if head.d_model != target.d_model:
         what = "a DFlash drafter" if head.dflash_features else "an EAGLE head"
         raise field_error("draft", head.name, f"{what} with hidden_size {target.d_model} like the target "
                           f"{target.name} (this head has {head.d_model}; is it the head of another model?)",
                           head.source)
+    _same_vocab(target, head, "an EAGLE head")
 
 
 def _eagle(target, head, dts):

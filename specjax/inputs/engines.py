@@ -1,4 +1,4 @@
-"""Engine profiles: what a serving engine adds to the silicon (MODEL.md 1.2).
+"""Engine profiles: what a serving engine adds to the silicon (docs/model.md §2.6).
 
 An engine profile (presets in `specjax/presets/engines/*.toml`, or a user's own TOML) gives the
 engine terms of the input catalogue (`catalogue.ENGINE`: achieved fractions eta_F, eta_W, the
@@ -133,6 +133,6 @@ def _preset(slug):
 def _load(s):
     if s == PURE:
         return EngineProfile(slug=PURE, name="pure roofline", values=dict(DEFAULTS),
-                             description="efficiencies 1, overheads 0 (MODEL.md's roofline)")
+                             description="efficiencies 1, overheads 0 (the pure roofline)")
     data, slug, path = read_toml(s, "engine", PRESET_DIR, preset_slugs())
     return from_dict(data, slug, path)

@@ -2,9 +2,11 @@
 
 A hardware file (presets in `specjax/presets/hardware/*.toml`, or a user's own) has keys
 `name`, `hbm_bytes_per_s`, `hbm_bytes`, `link_bytes_per_s` (one direction, per GPU),
-`link_latency_s`, a table `[flops_per_s]` keyed by compute dtype, and optionally
-`flops_efficiency`, `hbm_efficiency` (achieved fraction of peak, (0, 1]) and
-`fixed_overhead_s` (per forward pass). `HardwareProfile.resolve(dtype)` picks the peak.
+`link_latency_s`, a table `[flops_per_s]` keyed by compute dtype, and optionally `gpus_per_node` and
+the inter-node link. It describes the silicon only: the engine terms (`catalogue.ENGINE`: achieved
+efficiencies, overheads, per-token traffic) belong to an engine file and are refused here, so every
+entry point (CLI, sweeps, the Python API) applies them one way, from the engine profile
+(`engines.EngineProfile.apply`). `HardwareProfile.resolve(dtype)` picks the peak.
 """
 
 import dataclasses
@@ -75,6 +77,11 @@ def profile_from_dict(data, slug, source):
     unknown = set(data) - _KNOWN
     if unknown:
         raise unknown_name("hardware key", sorted(unknown)[0], _KNOWN, source)
+    engine_terms = [k for k in catalogue.ENGINE if k in data]
+    if engine_terms:  # one place applies engine terms (the engine profile); a second would disagree with it
+        raise SpecError(f"{engine_terms[0]} is an engine term, not a hardware key, in {source}; put it in an "
+                        "engine file (a TOML of engine terms given as --engine FILE or engine = \"FILE\"; README "
+                        "\"Engine profiles\")")
     for key in ("name", "flops_per_s", *REQUIRED):
         if key not in data:
             raise SpecError(f"missing required key {key!r} in {source}")

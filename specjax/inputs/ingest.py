@@ -3,34 +3,57 @@ measured speedups from pairs of benchmark results (`specjax ingest`).
 
 Each format is one `Format` record in `REGISTRY` (name, engine, what it gives, detector, reader, help),
 detected from the content when not given; `specjax ingest --format` takes its choices and help from
-the registry, so a new format is one `register(Format(...))`. The formats, following the engines' own code:
+the registry, so a new format is one `register(Format(...))`. The formats, following the engines' own code
+(the versions and what changed between them: README "Engine integration"):
 - `vllm-metrics`: Prometheus text of vLLM V1 (`vllm:spec_decode_num_drafts_total`,
   `..._num_draft_tokens_total`, `..._num_accepted_tokens_total`, `..._num_accepted_tokens_per_pos_total
   {position="i"}`, `vllm:num_requests_running`). One file is the totals since start; two files are two
-  scrapes and give their difference. A scrape without the three counters is refused.
-- `vllm-log`: the V1 stat logger's `Engine 000: ... Running: N reqs, ...` line and the `SpecDecoding
-  metrics: Mean acceptance length: ..., Accepted: A tokens, Drafted: D tokens, Per-position acceptance
-  rate: r_1, ..., r_k, ...` line of the same interval -> (batch N, tau, per-position rates).
-- `sglang-log`: `Decode batch. #running-req: N, ... accept len: X, ...` (or `accept-len X`).
+  scrapes and give their difference. A scrape without the three counters is refused, and so is a file
+  holding one sample twice (two scrapes pasted together), a position missing between others, or a
+  counter that fell between two scrapes.
+- `vllm-log`: the V1 stat logger's `Engine NNN: ... Running: N reqs, ...` line and the `SpecDecoding
+  metrics: ...` line logged right after it for the same interval, its fields in any order (vLLM 0.8-0.9
+  print `Draft acceptance rate` first, later versions `Mean acceptance length` first and `Avg Draft
+  acceptance rate` last): `Accepted: A tokens`, `Drafted: D tokens`, `Per-position acceptance rate: r_1,
+  ..., r_k` and, where printed, `Mean acceptance length: tau` (1 + A / drafts, the engine's own number:
+  drafts = D / k where that reproduces tau, else A / (tau - 1), as when k varied with the batch). The V0
+  line `Speculative metrics: ... Number of speculative tokens: k, ..., Number of draft tokens: D, Number
+  of emitted tokens: E` carries totals since start: each line's difference from the one before gives
+  tau = E / (D / k) (emitted tokens per draft round, the bonus included).
+- `sglang-log`: `Decode batch. #running-req: N, ... accept len: X, ...` (`Decode batch,` since 2026;
+  `accept-len X` in some forks): X is SGLang's accepted tokens per forward pass, bonus included.
 - `trtllm-stats`: TensorRT-LLM iteration stats, a JSON list or one JSON object per line
   (`inflightBatchingStats.numGenRequests`, `.numContextRequests`, `specDecodingStats.numDraftTokens`,
   `.numAcceptedTokens`, `.numRequestsWithDraftTokens`, `iterLatencyMS`): tau per batch and the step
-  time of decode-only iterations.
+  time of decode-only iterations; iterations with `specDecodingStats` null or no drafts are skipped.
 - `vllm-bench` (`vllm bench serve --save-result` JSON) and `sglang-bench` (`bench_serving` JSON
-  lines): results with an acceptance length are speculative, the others the baseline; each speculative
-  result is paired with the baseline of the same `max_concurrency` (closed loop: speedup = output
-  throughput ratio at equal concurrency, a row per batch) or `request_rate` (open loop: TPOT ratio at
-  equal rate, a row per request rate).
+  lines), and their console reports (`vllm-bench-console`, `sglang-bench-console`: the text block under
+  `Serving Benchmark Result`): results with an acceptance length are speculative, the others the
+  baseline; each speculative result is paired with the baseline of the same `max_concurrency` (closed
+  loop: speedup = output throughput ratio at equal concurrency, a row per batch) or `request_rate`
+  (open loop: TPOT ratio at equal rate, a row per request rate).
 
-Logs are read line by line (a 1 GB log in bounded memory): samples are summed per batch. Every
+The batch of an acceptance sample is the interval's own count where the engine prints one (TensorRT-LLM
+iterations), else the running requests the engine printed with the interval (a snapshot at its end);
+a sample without one (a log that starts mid-stream, a drafter line without its `Engine` line, a
+snapshot that says 0 although the interval drafted) is kept with the batch unknown (`batch` empty,
+`batch_from` = `unknown`). Every row written passes the checks `specjax validate` applies
+(`measured.check_acceptance`, `measured.row_from_cells`), or the file is refused naming the line.
+
+Inputs are read once: a regular file is streamed line by line (a 1 GB log in bounded memory), a pipe or
+device (`/dev/stdin`, `<(...)`) is read into memory once (at most `MAX_STREAM_BYTES`) so that format
+detection does not consume it. A line over `MAX_LINE` bytes is refused. Lines are split into their
+`key: value` fields, never matched by backtracking patterns, so time is linear in the input. Every
 malformed line or value is an error naming the file and the line.
 """
 
 import dataclasses
+import io
 import json
 import math
+import os
 import pathlib
-import re
+import stat
 from typing import Protocol
 
 from ..errors import SpecError
@@ -38,6 +61,11 @@ from ..cost.acceptance import conditional_rates as conditional
 
 SNIFF_BYTES = 1 << 16
 MAX_JSON_BYTES = 256 << 20  # a JSON document read whole (stats as JSON lines have no limit)
+MAX_STREAM_BYTES = 256 << 20  # a pipe or device, read into memory once
+MAX_LINE = 1 << 20  # the longest line read (engine log lines are under a few KB)
+K_MAX = 64  # the longest draft a line may carry (the catalogue's k range)
+BATCH_FROM = ("iteration", "interval", "scrape", "unknown")  # where a row's batch came from
+ROUNDING = 0.005  # the half-unit of a number printed with 2 decimals (vLLM's and SGLang's %.2f)
 
 
 @dataclasses.dataclass
@@ -50,8 +78,12 @@ class Totals:
     per_pos: list = dataclasses.field(default_factory=list)  # accepted tokens per draft position
     step_s: float = 0.0          # summed step time of decode-only iterations
     steps: int = 0
+    k: int | None = None         # the longest draft seen (where the format gives it)
+    line: int | None = None      # the last line that added to these counters
+    batch_from: str = "unknown"  # where the batch came from (`BATCH_FROM`)
+    tol: float = 1e-6            # how far the rates may sum from tau - 1 (the rounding of their source)
 
-    def add(self, drafts, accepted, per_pos=None, step_s=None):
+    def add(self, drafts, accepted, per_pos=None, step_s=None, k=None, line=None):
         self.intervals += 1
         self.drafts += drafts
         self.accepted += accepted
@@ -63,118 +95,317 @@ class Totals:
         if step_s is not None:
             self.step_s += step_s
             self.steps += 1
+        if k is not None:
+            self.k = max(self.k or 0, k)
+        if line is not None:
+            self.line = line
 
     def row(self):
         """The acceptance summary of this batch: tau, k, per-position and conditional rates, step time."""
         rates = [v / self.drafts for v in self.per_pos] if self.drafts and self.per_pos else []
         return dict(intervals=self.intervals, drafts=self.drafts,
                     accepted_length=1.0 + self.accepted / self.drafts if self.drafts else None,
-                    k=len(rates) or None, position_rates=_join(rates), acceptance_vector=_join(conditional(rates)),
+                    k=len(rates) or self.k, position_rates=_join(rates), acceptance_vector=_join(conditional(rates)),
                     t_sd_step_s=self.step_s / self.steps if self.steps else None)
+
+    def rates(self):
+        return [v / self.drafts for v in self.per_pos] if self.drafts and self.per_pos else []
 
 
 def _join(values):
     return ",".join(f"{v:.4f}" for v in values) if values else ""
 
 
+# ---- reading inputs once ---------------------------------------------------------------------------
+
+_STREAMS = {}  # path -> bytes of a pipe or device already read (it cannot be read twice)
+
+
+def _open(path):
+    """A binary file object of `path`: the file itself, or the bytes of a pipe or device read once
+    (bounded), so that detection and reading see the same data. One-line errors for a missing file, a
+    directory, an unreadable path."""
+    key = str(path)
+    if key in _STREAMS:
+        return io.BytesIO(_STREAMS[key])
+    try:
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise SpecError(f"{path}: a directory; expected an engine log, metrics, stats or benchmark file")
+        if stat.S_ISREG(st.st_mode):
+            return open(path, "rb")
+        with open(path, "rb") as f:
+            data = f.read(MAX_STREAM_BYTES + 1)
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such file") from None
+    except OSError as e:
+        raise SpecError(f"{path}: cannot read ({e.strerror or e})") from None
+    if len(data) > MAX_STREAM_BYTES:
+        raise SpecError(f"{path}: a stream over {MAX_STREAM_BYTES >> 20} MB; write it to a file first")
+    _STREAMS[key] = data
+    return io.BytesIO(data)
+
+
+def _size(path):
+    key = str(path)
+    return len(_STREAMS[key]) if key in _STREAMS else os.stat(path).st_size
+
+
 def _lines(path):
-    """(line number, text) of a file, streamed (undecodable bytes replaced)."""
-    with open(path, "rb") as f:
-        for i, raw in enumerate(f, start=1):
-            yield i, raw.decode("utf-8", errors="replace").rstrip("\r\n")
+    """(line number, text) of a file, streamed (undecodable bytes replaced); a line over `MAX_LINE` bytes
+    is an error (it is no engine's log line, and reading it whole would cost its size again)."""
+    with _open(path) as f:
+        n = 0
+        while True:
+            raw = f.readline(MAX_LINE + 1)
+            if not raw:
+                return
+            n += 1
+            if len(raw) > MAX_LINE and not raw.endswith(b"\n"):
+                raise _err(path, n, f"a line over {MAX_LINE >> 20} MB; expected engine output (lines of a few KB)")
+            yield n, raw.decode("utf-8", errors="replace").rstrip("\r\n")
 
 
 def _err(path, line, what):
     return SpecError(f"{path} line {line}: {what}")
 
 
+def _float(text):
+    """A finite float from text (None when it is not one: non-numeric, inf, nan, beyond float range)."""
+    try:
+        v = float(text)
+    except (ValueError, OverflowError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _value(path, line, field, text, lo=0.0, hi=math.inf, integer=False, unit=""):
+    """The number of a log field ("150 tokens", "38.8%", "2.16"), checked to be finite in [lo, hi]."""
+    t = text.strip()
+    if unit and t.endswith(unit):
+        t = t[: -len(unit)].strip()
+    v = _float(t)
+    if v is None or not lo <= v <= hi or (integer and not v.is_integer()):
+        what = "a whole number" if integer else "a number"
+        rng = f" in [{lo:g}, {hi:g}]" if math.isfinite(hi) else f" >= {lo:g}"
+        raise _err(path, line, f"{field} = {text.strip()[:40]!r}; expected {what}{rng}")
+    return v
+
+
+def _fields(text):
+    """{key: value} of a `Key: value, Key: value, ...` list, split (never backtracked): an item without
+    ': ' continues the value before it (a list of numbers such as the per-position rates)."""
+    out, key = {}, None
+    for item in text.split(", "):
+        item = item.strip().rstrip(",")  # a line may end in "," (SGLang's `#queue-req: 0,`)
+        if not item:
+            continue
+        k, sep, v = item.partition(": ")
+        if sep:
+            key = k.strip()
+            out[key] = [v.strip()]
+        elif key is not None:
+            out[key].append(item)  # joined once below: appending to a string here would be quadratic
+        else:
+            out[item] = [""]
+    return {k: ", ".join(v) for k, v in out.items()}
+
+
+def _rates(path, line, text):
+    items = [t for t in text.replace(" ", "").split(",") if t]
+    if len(items) > K_MAX:
+        raise _err(path, line, f"{len(items)} per-position rates; expected at most k = {K_MAX}")
+    return [_value(path, line, "per-position acceptance rate", t, 0.0, 1.0) for t in items]
+
+
+def _running(path, line, text, marker):
+    """The running requests after `marker` ("Running: " in vLLM's stat line): an int >= 0."""
+    i = text.find(marker)
+    if i < 0:
+        return None
+    word = text[i + len(marker):].split(" ", 1)[0].rstrip(",")
+    return int(_value(path, line, marker.strip().rstrip(":"), word, 0, 1e8, integer=True))
+
+
 # ---- vLLM log -------------------------------------------------------------------------------------
 
-_VLLM_RUNNING = re.compile(r"Running: (\d+) reqs")
-_VLLM_SPEC = re.compile(r"SpecDecoding metrics: Mean acceptance length: (?P<tau>[\d.]+|nan), .*?"
-                        r"Accepted: (?P<acc>\d+) tokens, Drafted: (?P<dr>\d+) tokens, "
-                        r"Per-position acceptance rate: (?P<rates>[\d., ]*?)(?:, Avg Draft|$)")
+_V1 = "SpecDecoding metrics:"
+_V0 = "Speculative metrics:"
+
+
+def _v1_interval(path, n, fields):
+    """(drafts, accepted, per-position accepted, k) of one V1 `SpecDecoding metrics` line, or None for an
+    idle interval."""
+    need = ("Accepted", "Drafted", "Per-position acceptance rate")
+    missing = [f for f in need if f not in fields]
+    if missing:
+        raise _err(path, n, f"a SpecDecoding metrics line without {missing[0]!r} (vLLM V1 prints 'Accepted: A "
+                            "tokens', 'Drafted: D tokens' and 'Per-position acceptance rate: ...')")
+    accepted = _value(path, n, "Accepted", fields["Accepted"], integer=True, unit="tokens")
+    drafted = _value(path, n, "Drafted", fields["Drafted"], integer=True, unit="tokens")
+    rates = _rates(path, n, fields["Per-position acceptance rate"])
+    if drafted == 0 or not rates:
+        return None  # an idle interval
+    k = len(rates)
+    if accepted > drafted:
+        raise _err(path, n, f"Accepted {accepted:g} above Drafted {drafted:g} tokens")
+    drafts = drafted / k  # every draft round proposes k tokens (when k did not vary)
+    mean = fields.get("Mean acceptance length", "nan").strip()
+    tau = None if mean == "nan" else _value(path, n, "Mean acceptance length", mean, 1.0, k + 1.0)
+    if tau is not None and abs(1 + accepted / drafts - tau) > ROUNDING + 1e-9:
+        # k varied within the interval (a per-batch table): the engine's own mean gives the drafts
+        drafts = min(max(accepted / max(tau - 1.0, ROUNDING / 2), drafted / k), drafted)
+    return drafts, accepted, [r * drafts for r in rates], k
+
+
+def _v0_interval(path, n, fields, prev):
+    """(drafts, accepted, None, k) of one V0 `Speculative metrics` line (totals since start) as the
+    difference from `prev`, the totals of the line before (None: the first line, totals since start)."""
+    names = {"Number of speculative tokens": "k", "Number of draft tokens": "draft",
+             "Number of emitted tokens": "emitted"}
+    vals = {}
+    for label, key in names.items():
+        if label not in fields:
+            raise _err(path, n, f"a vLLM V0 'Speculative metrics' line without {label!r}")
+        vals[key] = _value(path, n, label, fields[label].rstrip("."), integer=True)
+    k = int(vals["k"])
+    if not 1 <= k <= K_MAX:
+        raise _err(path, n, f"Number of speculative tokens = {k}; expected 1 <= k <= {K_MAX}")
+    draft, emitted = vals["draft"], vals["emitted"]
+    if prev is not None:
+        if draft < prev[0] or emitted < prev[1]:
+            raise _err(path, n, "vLLM V0 totals fell from the line before (the server restarted); one run per file")
+        draft, emitted = draft - prev[0], emitted - prev[1]
+    if draft == 0:
+        return None
+    rounds = draft / k
+    if not rounds.is_integer():
+        raise _err(path, n, f"{draft:g} draft tokens is not a multiple of k = {k} (vLLM V0 drafts k per round)")
+    if not rounds <= emitted <= rounds * (k + 1):
+        raise _err(path, n, f"{emitted:g} emitted tokens in {rounds:g} draft rounds; expected 1 to k+1 = {k + 1} "
+                            "per round")
+    return rounds, emitted - rounds, None, k
 
 
 def vllm_log(path):
-    """{batch: Totals} from a vLLM V1 log (see the module docstring)."""
-    out, batch = {}, None
+    """{batch: Totals} from a vLLM log, V1 or V0 (see the module docstring): each drafter line takes the
+    batch of the stat line logged just before it for the same interval; without one, the batch is None."""
+    out, pending, prev_v0 = {}, None, None
     for n, text in _lines(path):
-        m = _VLLM_RUNNING.search(text)
-        if m:
-            batch = int(m[1])
+        if "Running: " in text and ("Engine " in text or "Avg prompt throughput" in text):
+            pending = _running(path, n, text, "Running: ")
             continue
-        if "SpecDecoding metrics:" not in text:
+        i = text.find(_V1)
+        if i >= 0:
+            got = _v1_interval(path, n, _fields(text[i + len(_V1):]))
+        else:
+            i = text.find(_V0)
+            if i < 0:
+                continue
+            fields = _fields(text[i + len(_V0):])
+            got = _v0_interval(path, n, fields, prev_v0)
+            first = prev_v0 is None
+            prev_v0 = (_value(path, n, "draft", fields["Number of draft tokens"].rstrip("."), integer=True),
+                       _value(path, n, "emitted", fields["Number of emitted tokens"].rstrip("."), integer=True))
+            if first:
+                pending = None  # totals since the server started: no one batch ran them
+        batch, pending = (pending or None), None  # a snapshot of 0 running requests is no drafting batch
+        if got is None:
             continue
-        m = _VLLM_SPEC.search(text)
-        if not m:
-            raise _err(path, n, "a SpecDecoding metrics line without 'Mean acceptance length', 'Accepted', "
-                                "'Drafted' and 'Per-position acceptance rate' (vLLM V1 format)")
-        if batch is None:
-            raise _err(path, n, "a SpecDecoding metrics line before any 'Running: N reqs' line (no batch)")
-        try:
-            rates = [float(v) for v in m["rates"].replace(" ", "").split(",") if v]
-        except ValueError:
-            raise _err(path, n, f"per-position rates {m['rates']!r}; expected numbers") from None
-        drafted, accepted = int(m["dr"]), int(m["acc"])
-        if not rates or drafted == 0:
-            continue  # an idle interval
-        drafts = drafted / len(rates)  # every draft round proposes k tokens
-        out.setdefault(batch, Totals()).add(drafts, accepted, [r * drafts for r in rates])
+        drafts, accepted, per_pos, k = got
+        t = out.setdefault(batch, Totals(batch_from="interval" if batch else "unknown",
+                                         tol=ROUNDING + 0.0005 * k + 1e-9))
+        t.add(drafts, accepted, per_pos, k=k, line=n)
     return out
 
 
 # ---- SGLang log -----------------------------------------------------------------------------------
 
-_SGL_BATCH = re.compile(r"Decode batch\. #running-req: (\d+)")
-_SGL_ACCEPT = re.compile(r"accept[ -]len:? ([\d.]+)")
+_SGL = "Decode batch"
 
 
 def sglang_log(path):
-    """{batch: Totals} from SGLang's decode log lines: one interval per line, weight 1 (the line gives
-    the mean accepted length, not its counts)."""
+    """{batch: Totals} from SGLang's decode log lines (`Decode batch.` or `Decode batch,`): one interval
+    per line, weight 1 (the line gives the mean accepted length, not its counts)."""
     out = {}
     for n, text in _lines(path):
-        m = _SGL_BATCH.search(text)
-        if not m:
+        i = text.find(_SGL)
+        if i < 0 or text[i + len(_SGL): i + len(_SGL) + 1] not in (".", ","):
             continue
-        a = _SGL_ACCEPT.search(text)
-        if not a:
+        fields = _fields(text[i + len(_SGL) + 1:])
+        if "#running-req" not in fields:
+            continue
+        accept = fields.get("accept len")
+        if accept is None and "accept-len " in text:  # the `accept-len X` form
+            accept = text[text.find("accept-len ") + len("accept-len "):].split(",", 1)[0]
+        if accept is None:
             continue  # a line of a run without speculation
-        tau = float(a[1])
-        if not 1.0 <= tau <= 65.0:
-            raise _err(path, n, f"accept len {a[1]}; expected 1 <= accept len <= 65")
-        out.setdefault(int(m[1]), Totals()).add(1.0, tau - 1.0)
+        tau = _value(path, n, "accept len", accept, 1.0, 65.0)
+        batch = int(_value(path, n, "#running-req", fields["#running-req"], 0, 1e8, integer=True)) or None
+        out.setdefault(batch, Totals(batch_from="interval" if batch else "unknown", tol=ROUNDING)).add(
+            1.0, tau - 1.0, line=n)
     return out
 
 
 # ---- TensorRT-LLM iteration stats -----------------------------------------------------------------
 
+def _json_values(path, text, first_line=1):
+    """(line, value) of a JSON document: one value, the elements of a top-level list, or values one after
+    another, decoded one at a time (memory: the text and one element). A trailing comma after a value is
+    accepted (an element pasted from a list)."""
+    dec, i, n, line, last = json.JSONDecoder(), 0, len(text), first_line, 0
+    ws = " \t\r\n"
+
+    def skip(i):
+        while i < n and text[i] in ws:
+            i += 1
+        return i
+
+    i = skip(i)
+    in_list = i < n and text[i] == "["
+    if in_list:
+        i += 1
+    while True:
+        i = skip(i)
+        if i >= n or (in_list and text[i] == "]"):
+            return
+        line += text.count("\n", last, i)
+        last = i
+        try:
+            obj, i = dec.raw_decode(text, i)
+        except json.JSONDecodeError as e:
+            raise _err(path, first_line - 1 + e.lineno, f"malformed JSON ({e.msg})") from None
+        except (ValueError, RecursionError) as e:  # a 5,000-digit integer, 100k nested arrays
+            raise _err(path, line, f"malformed JSON ({str(e).splitlines()[0][:80] or 'nested too deep'})") from None
+        yield line, obj
+        i = skip(i)
+        if i < n and text[i] == ",":
+            i += 1
+
+
 def _json_records(path):
     """(line, object) of one JSON object per line (streamed), or of a JSON document read whole: a list of
     objects or one object (pretty-printed results), when its first line is not JSON on its own."""
-    first = next(((n, t) for n, t in _lines(path) if t.strip()), None)
-    try:
-        json_lines = first is not None and not first[1].lstrip().startswith("[") and json.loads(first[1]) is not None
-    except json.JSONDecodeError:
-        json_lines = False
+    with _open(path) as f:
+        head = f.read(SNIFF_BYTES).decode("utf-8", errors="replace")
+    first = next((t for t in head.splitlines() if t.strip()), "").strip()
+    json_lines = False
+    if first and not first.startswith("["):
+        try:
+            json_lines = isinstance(json.loads(first.rstrip(",")), dict)
+        except (ValueError, RecursionError):
+            json_lines = False
     if json_lines:
         for n, text in _lines(path):
             if not text.strip():
                 continue
-            try:
-                yield n, json.loads(text)
-            except json.JSONDecodeError as e:
-                raise _err(path, n, f"malformed JSON ({e.msg})") from None
+            yield from _json_values(path, text, n)
         return
-    if pathlib.Path(path).stat().st_size > MAX_JSON_BYTES:
+    if _size(path) > MAX_JSON_BYTES:
         raise SpecError(f"{path}: a JSON document over {MAX_JSON_BYTES >> 20} MB; write one object per line")
-    try:
-        data = json.loads(pathlib.Path(path).read_text(errors="replace"))
-    except json.JSONDecodeError as e:
-        raise _err(path, e.lineno, f"malformed JSON ({e.msg})") from None
-    for i, obj in enumerate(data if isinstance(data, list) else [data]):
-        yield i + 1, obj
+    with _open(path) as f:
+        text = f.read().decode("utf-8", errors="replace")
+    yield from _json_values(path, text)
 
 
 def _num(path, line, obj, *keys, optional=False):
@@ -183,78 +414,123 @@ def _num(path, line, obj, *keys, optional=False):
         v = v.get(k) if isinstance(v, dict) else None
     if v is None and optional:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-        raise _err(path, line, f"{'.'.join(keys)} = {v!r}; expected a number >= 0")
+    ok = not isinstance(v, bool) and isinstance(v, (int, float)) and _float(v) is not None and v >= 0
+    if not ok:
+        raise _err(path, line, f"{'.'.join(keys)} = {str(v)[:40] if isinstance(v, (int, float)) else repr(v)[:40]}; "
+                               "expected a number >= 0")
     return float(v)
 
 
 def trtllm_stats(path):
     """{batch: Totals} from TensorRT-LLM iteration stats: per iteration the generation requests, the
-    draft rounds and accepted tokens; the iteration time where no context request shared it."""
+    draft rounds and accepted tokens; the iteration time where no context request shared it. Iterations
+    with `specDecodingStats` null or without drafts (speculation off, a context-only iteration) are skipped."""
     out = {}
     for n, obj in _json_records(path):
-        if not isinstance(obj, dict) or "specDecodingStats" not in obj:
-            raise _err(path, n, "an iteration without specDecodingStats (TensorRT-LLM iteration stats)")
-        spec = obj["specDecodingStats"] or {}
+        if not isinstance(obj, dict) or not ("specDecodingStats" in obj or "iter" in obj):
+            raise _err(path, n, "an object without specDecodingStats or iter (TensorRT-LLM iteration stats)")
+        spec = obj.get("specDecodingStats")
+        if spec is None:
+            continue
+        if not isinstance(spec, dict):
+            raise _err(path, n, f"specDecodingStats = {str(spec)[:40]!r}; expected an object or null")
         drafts = _num(path, n, spec, "numRequestsWithDraftTokens")
         if drafts == 0:
             continue
         accepted = _num(path, n, spec, "numAcceptedTokens")
-        if accepted > _num(path, n, spec, "numDraftTokens"):
+        draft_tokens = _num(path, n, spec, "numDraftTokens")
+        if accepted > draft_tokens:
             raise _err(path, n, "numAcceptedTokens above numDraftTokens")
+        k = math.ceil(draft_tokens / drafts)
+        if not 1 <= k <= K_MAX:
+            raise _err(path, n, f"numDraftTokens / numRequestsWithDraftTokens = {k}; expected 1 <= k <= {K_MAX}")
         gen = _num(path, n, obj, "inflightBatchingStats", "numGenRequests")
+        if gen > 1e8:
+            raise _err(path, n, f"inflightBatchingStats.numGenRequests = {gen:g}; expected at most 1e8")
         ctx = _num(path, n, obj, "inflightBatchingStats", "numContextRequests", optional=True) or 0.0
         lat = _num(path, n, obj, "iterLatencyMS", optional=True)
-        out.setdefault(int(gen), Totals()).add(drafts, accepted, step_s=lat / 1e3 if lat is not None and ctx == 0
-                                                else None)
+        batch = int(gen) or None
+        out.setdefault(batch, Totals(batch_from="iteration" if batch else "unknown")).add(
+            drafts, accepted, step_s=lat / 1e3 if lat and ctx == 0 else None, k=k, line=n)
     return out
 
 
 # ---- vLLM Prometheus metrics ----------------------------------------------------------------------
 
-_PROM = re.compile(r'^(?P<name>[A-Za-z_:][\w:]*)(?P<labels>\{[^}]*\})?\s+(?P<value>\S+)')
-_POSITION = re.compile(r'position="(\d+)"')
+POS_COUNTER = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 COUNTERS = ("vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
             "vllm:spec_decode_num_accepted_tokens_total")
 
 
+def _sample(text):
+    """(name, labels, value text) of a Prometheus sample line, split (no regular expression), or None."""
+    brace = text.find("{")
+    space = text.find(" ")
+    if brace >= 0 and (space < 0 or brace < space):
+        close = text.find("}", brace)
+        if close < 0:
+            return None
+        name, labels, rest = text[:brace], text[brace:close + 1], text[close + 1:]
+    else:
+        if space < 0:
+            return None
+        name, labels, rest = text[:space], "", text[space:]
+    parts = rest.split()
+    if not name or not parts or not (name[0].isalpha() or name[0] in "_:"):
+        return None
+    return name, labels, parts[0]
+
+
+def _position(labels):
+    i = labels.find('position="')
+    if i < 0:
+        return None
+    word = labels[i + len('position="'):].split('"', 1)[0]
+    return int(word) if word.isdigit() and len(word) <= 3 else -1
+
+
 def _scrape(path):
     """Counters of one Prometheus scrape: totals summed over label sets (engines), per position."""
-    vals, per_pos, running = {}, {}, None
+    vals, per_pos, running, seen = {}, {}, None, set()
     for n, text in _lines(path):
-        if not text or text.startswith("#"):
+        if not text.strip() or text.startswith("#"):
             continue
-        m = _PROM.match(text)
-        if not m:
+        s = _sample(text.strip())
+        if s is None:
             raise _err(path, n, "not a Prometheus sample line (name{labels} value)")
-        name, labels = m["name"], m["labels"] or ""
+        name, labels, value = s
         if not name.startswith("vllm:"):
             continue
-        try:
-            v = float(m["value"])
-        except ValueError:
-            raise _err(path, n, f"value {m['value']!r}; expected a number") from None
-        if not math.isfinite(v) or v < 0:  # counters and the running gauge are finite counts
-            raise _err(path, n, f"value {m['value']!r}; expected a finite number >= 0")
+        v = _float(value)
+        if v is None or v < 0:  # counters and the running gauge are finite counts
+            raise _err(path, n, f"value {value[:40]!r}; expected a finite number >= 0")
+        if (name, labels) in seen:
+            raise _err(path, n, f"{name}{labels} a second time (two scrapes in one file?); give each scrape as "
+                                "its own file (before, after)")
+        seen.add((name, labels))
         if name in COUNTERS:
             vals[name] = vals.get(name, 0.0) + v
-        elif name == "vllm:spec_decode_num_accepted_tokens_per_pos_total":
-            p = _POSITION.search(labels)
-            if not p:
-                raise _err(path, n, "a per-position counter without position=\"i\"")
-            per_pos[int(p[1])] = per_pos.get(int(p[1]), 0.0) + v
+        elif name == POS_COUNTER:
+            p = _position(labels)
+            if p is None or p < 0:
+                raise _err(path, n, "a per-position counter without position=\"i\" (i = 0, 1, ...)")
+            per_pos[p] = per_pos.get(p, 0.0) + v
         elif name == "vllm:num_requests_running":
             running = (running or 0.0) + v
     missing = [c for c in COUNTERS if c not in vals]
     if missing:
         raise SpecError(f"{path}: a partial scrape: no {missing[0]} (vLLM with speculative decoding exports "
                         f"{', '.join(COUNTERS)})")
+    if per_pos and sorted(per_pos) != list(range(len(per_pos))):
+        gap = next(i for i in range(len(per_pos) + 1) if i not in per_pos)
+        raise SpecError(f"{path}: {POS_COUNTER} has positions {', '.join(map(str, sorted(per_pos)))} but not "
+                        f"{gap}; expected positions 0..k-1")
     return vals, [per_pos[i] for i in sorted(per_pos)], running
 
 
 def vllm_metrics(paths):
     """{batch: Totals} from one scrape (totals) or two (their difference); batch = the running requests
-    of the last scrape (None when not exported)."""
+    of the last scrape (None when not exported, or 0 although drafts were counted)."""
     if len(paths) > 2:
         raise SpecError(f"vllm-metrics takes one scrape or two (before, after); got {len(paths)} files")
     scrapes = [_scrape(p) for p in paths]
@@ -265,12 +541,28 @@ def vllm_metrics(paths):
             if vals[c] < before[c]:
                 raise SpecError(f"{paths[1]}: {c} fell from {before[c]:g} to {vals[c]:g} (the server restarted "
                                 "between the scrapes); scrape twice from one run")
+        if pos_before and len(pos_before) != len(per_pos):
+            raise SpecError(f"{paths[1]}: {len(per_pos)} draft positions, {paths[0]}: {len(pos_before)}; expected "
+                            "two scrapes of one server")
+        for i, (a, b) in enumerate(zip(per_pos, pos_before or [0.0] * len(per_pos))):
+            if a < b:
+                raise SpecError(f"{paths[1]}: {POS_COUNTER}{{position=\"{i}\"}} fell from {b:g} to {a:g} (the "
+                                "server restarted between the scrapes); scrape twice from one run")
         vals = {c: vals[c] - before[c] for c in COUNTERS}
-        per_pos = [a - (pos_before[i] if i < len(pos_before) else 0.0) for i, a in enumerate(per_pos)]
-    t = Totals()
-    if vals[COUNTERS[0]] > 0:
-        t.add(vals[COUNTERS[0]], vals[COUNTERS[2]], per_pos)
-    return {None if running is None else int(round(running)): t}
+        per_pos = [a - b for a, b in zip(per_pos, pos_before or [0.0] * len(per_pos))]
+    drafts, draft_tokens, accepted = (vals[c] for c in COUNTERS)
+    label = ", ".join(map(str, paths))
+    if drafts > 0:
+        if accepted > draft_tokens:
+            raise SpecError(f"{label}: {accepted:g} accepted tokens above {draft_tokens:g} draft tokens")
+        if per_pos and abs(sum(per_pos) - accepted) > 1e-6 * max(accepted, 1.0) + 0.5:
+            raise SpecError(f"{label}: the per-position counters sum to {sum(per_pos):g}, the accepted tokens are "
+                            f"{accepted:g}; expected one scrape of one server")
+    batch = int(round(running)) if running else None
+    t = Totals(batch_from="scrape" if batch else "unknown", tol=1e-6)
+    if drafts > 0:
+        t.add(drafts, accepted, per_pos, k=math.ceil(draft_tokens / drafts))
+    return {batch: t}
 
 
 # ---- benchmark results ----------------------------------------------------------------------------
@@ -325,14 +617,15 @@ def _sglang_bench_acceptance(path, n, r):
     return _num(path, n, r, "accept_length", optional=True), None
 
 
-def _results(path, fmt, acceptance_of):
-    """`BenchResult`s of one result file; `acceptance_of(path, line, result)` -> (accepted length, k)."""
+def _results(path, fmt, acceptance_of, records=None, optional=()):
+    """`BenchResult`s of one result file; `acceptance_of(path, line, result)` -> (accepted length, k);
+    `records(path)` -> (line, result dict) (default: the file's JSON records)."""
     out = []
-    for n, r in _json_records(path):
+    for n, r in (records or _json_records)(path):
         if not isinstance(r, dict):
             raise _err(path, n, "a result that is not a JSON object")
         for key in ("output_throughput", "mean_tpot_ms", "completed", "total_input_tokens", "total_output_tokens"):
-            if key not in r:
+            if key not in r and key not in optional:
                 raise _err(path, n, f"no {key!r} (a {fmt} result has output_throughput, mean_tpot_ms, completed, "
                                     "total_input_tokens, total_output_tokens)")
         done = _num(path, n, r, "completed")
@@ -342,7 +635,7 @@ def _results(path, fmt, acceptance_of):
         conc = _num(path, n, r, "max_concurrency", optional=True)
         out.append(BenchResult(path=str(path), line=n, concurrency=conc,
                                qps=_rate(path, n, r), output_tok_s=_num(path, n, r, "output_throughput"),
-                               tpot_s=_num(path, n, r, "mean_tpot_ms") / 1e3,
+                               tpot_s=(_num(path, n, r, "mean_tpot_ms", optional=True) or math.nan) / 1e3,
                                input_len=_num(path, n, r, "total_input_tokens") / done,
                                output_len=_num(path, n, r, "total_output_tokens") / done,
                                accepted_length=tau, k=k))
@@ -392,16 +685,102 @@ def measurement_rows(pairs, fmt, target, hardware, drafter, draft=None, tp=1, k=
                       accepted_length=round(sd.accepted_length, 4), weight_dtype=weight_dtype, approximate=0,
                       source_url=f"file://{pathlib.Path(sd.path).resolve()}", engine=engine)
         if sd.qps is None and sd.concurrency is not None:
+            if not base.output_tok_s > 0:
+                raise _err(base.path, base.line, "output throughput 0: no baseline to compare with")
             rows.append(dict(common, batch=sd.concurrency, context=round(sd.input_len + sd.output_len / 2, 1),
                              measured_speedup=round(sd.output_tok_s / base.output_tok_s, 5), metric="throughput",
                              qps="", input_len="", output_len="", measured_ratio=""))
         elif sd.qps is not None:
+            if not (math.isfinite(sd.tpot_s) and math.isfinite(base.tpot_s)):
+                bad = sd if not math.isfinite(sd.tpot_s) else base
+                raise _err(bad.path, bad.line, "no mean TPOT: a result at a request rate is compared on TPOT")
             rows.append(dict(common, batch="", context="", measured_speedup="", metric="tpot", qps=sd.qps,
                              input_len=round(sd.input_len, 1), output_len=round(sd.output_len, 1),
                              measured_ratio=round(base.tpot_s / sd.tpot_s, 5)))
         else:
             raise _err(sd.path, sd.line, "neither max_concurrency nor request_rate: the load is unknown")
+        _check_row(sd, rows[-1])
     return rows
+
+
+def _check_row(sd, row):
+    """The row as `specjax validate` will read it, through validate's own row check: an impossible value
+    (an accepted length above k+1, a ratio of 0) refuses the file naming the result's line."""
+    from . import hardware, measured, models
+
+    cells = {c: "" if v is None else str(v) for c, v in row.items()}
+    measured.row_from_cells(sd.path, sd.line, cells, set(models.preset_slugs()), set(hardware.preset_slugs()))
+
+
+
+# ---- benchmark console reports --------------------------------------------------------------------
+
+_HEADER = "Serving Benchmark Result"
+# console label -> the saved result's key (vLLM `vllm bench serve`, SGLang `bench_serving`)
+CONSOLE_KEYS = {"Successful requests": "completed", "Maximum request concurrency": "max_concurrency",
+                "Max request concurrency": "max_concurrency", "Request rate configured (RPS)": "request_rate",
+                "Traffic request rate": "request_rate", "Total input tokens": "total_input_tokens",
+                "Total generated tokens": "total_output_tokens", "Output token throughput (tok/s)": "output_throughput",
+                "Mean TPOT (ms)": "mean_tpot_ms", "Acceptance length": "spec_decode_acceptance_length",
+                "Accept length": "accept_length", "Drafts": "spec_decode_num_drafts",
+                "Draft tokens": "spec_decode_draft_tokens"}
+CONSOLE_NEEDS = ("Successful requests", "Total input tokens", "Total generated tokens",
+                 "Output token throughput (tok/s)")  # and, from vLLM (which always prints it), Mean TPOT (ms)
+
+
+def _console_value(path, n, label, text):
+    t = text.strip()
+    if t in ("not set", "None", "inf"):
+        return None if t != "inf" else "inf"
+    t = t.split("/", 1)[0].strip()  # "32/32" (successful / sent)
+    v = _float(t)
+    if v is None or v < 0:
+        raise _err(path, n, f"{label}: {text.strip()[:40]!r}; expected a number >= 0")
+    return v
+
+
+def _console_records(path, needs=CONSOLE_NEEDS):
+    """(line, result dict with the saved result's keys) of each `Serving Benchmark Result` block of a
+    console report; lines before a block (vLLM prints the rate and the concurrency there) belong to it."""
+    result, header, pending, rates = None, None, {}, None
+
+    def done():
+        missing = [lab for lab in needs if CONSOLE_KEYS[lab] not in result]
+        if missing:
+            raise _err(path, header, f"a benchmark report without {missing[0] + ':'!r} (the report stops before it?); "
+                                     f"expected {', '.join(needs)}")
+        if rates:
+            result["spec_decode_per_position_acceptance_rates"] = rates
+        return header, result
+
+    for n, text in _lines(path):
+        line = text.strip()
+        if _HEADER in line:
+            if result is not None:
+                yield done()
+            result, header, rates = dict(pending), n, None
+            pending = {}
+            continue
+        if line.startswith("=" * 10) and result is not None:  # the block's closing rule
+            yield done()
+            result = None
+            continue
+        label, sep, value = line.partition(":")
+        if not sep:
+            continue
+        label = label.strip()
+        target = result if result is not None else pending
+        if label.startswith("Position ") and rates is not None:
+            v = _console_value(path, n, label, value)
+            if v is None or v > 100:
+                raise _err(path, n, f"{label}: {value.strip()[:40]!r}; expected a percentage in [0, 100]")
+            rates.append(v / 100.0)
+        elif label == "Per-position acceptance (%)" and result is not None:
+            rates = []
+        elif label in CONSOLE_KEYS:
+            target[CONSOLE_KEYS[label]] = _console_value(path, n, label, value)
+    if result is not None:
+        yield done()
 
 
 # ---- the format registry ---------------------------------------------------------------------------
@@ -435,6 +814,7 @@ class Format:
       read: (paths) -> for `ACCEPTANCE`, [(file label, {batch: Totals})], one group per file or one for
         all of them (two metric scrapes); for `BENCH`, [BenchResult] of every file.
       help: one line for `--help`.
+      empty: why a file of this format can hold no samples (said when one holds none).
     """
 
     name: str
@@ -443,6 +823,7 @@ class Format:
     detect: Detector
     read: Reader
     help: str
+    empty: str = ""  # why a file of this format can hold no samples (said when one holds none)
 
 
 REGISTRY = {}
@@ -469,11 +850,8 @@ def per_file(reader):
 
 
 def _head(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read(SNIFF_BYTES).decode("utf-8", errors="replace")
-    except OSError as e:
-        raise SpecError(f"{path}: cannot read ({e.strerror})") from None
+    with _open(path) as f:
+        return f.read(SNIFF_BYTES).decode("utf-8", errors="replace")
 
 
 def detect(path):
@@ -485,42 +863,66 @@ def detect(path):
     return found
 
 
+def check_readable(path):
+    """A one-line error for a path that cannot be read (missing, a directory), before any format is tried."""
+    _open(path).close()
+
+
 def _sglang_bench(head):
     return "mean_tpot_ms" in head and ("mean_e2e_latency_ms" in head or "accept_length" in head)
 
 
-def _bench(name, acceptance_of):
-    return lambda paths: [r for p in paths for r in _results(p, name, acceptance_of)]
+def _bench(name, acceptance_of, records=None, optional=()):
+    return lambda paths: [r for p in paths for r in _results(p, name, acceptance_of, records, optional)]
+
+
+def _vllm_console(path):
+    return _console_records(path, CONSOLE_NEEDS + ("Mean TPOT (ms)",))
 
 
 register(Format("vllm-metrics", "vllm", ACCEPTANCE,
                 lambda head: "vllm:spec_decode_num_drafts" in head or "# TYPE vllm:" in head,
                 lambda paths: [(", ".join(map(str, paths)), vllm_metrics(paths))],
                 "vLLM Prometheus scrape (one: totals; two: their difference)"))
-register(Format("vllm-log", "vllm", ACCEPTANCE, lambda head: "SpecDecoding metrics:" in head, per_file(vllm_log),
-                "vLLM V1 log (SpecDecoding metrics lines)"))
-register(Format("sglang-log", "sglang", ACCEPTANCE, lambda head: "Decode batch. #running-req" in head,
-                per_file(sglang_log), "SGLang decode log lines (accept len)"))
+register(Format("vllm-log", "vllm", ACCEPTANCE, lambda head: _V1 in head or _V0 in head, per_file(vllm_log),
+                "vLLM log (V1 SpecDecoding metrics lines, V0 Speculative metrics lines)"))
+register(Format("sglang-log", "sglang", ACCEPTANCE,
+                lambda head: "Decode batch. #running-req" in head or "Decode batch, #running-req" in head,
+                per_file(sglang_log), "SGLang decode log lines (accept len)",
+                empty="no 'Decode batch' line with 'accept len' (a run without speculation)"))
 register(Format("trtllm-stats", "trtllm", ACCEPTANCE, lambda head: "specDecodingStats" in head,
-                per_file(trtllm_stats), "TensorRT-LLM iteration stats (JSON)"))
+                per_file(trtllm_stats), "TensorRT-LLM iteration stats (JSON)",
+                empty="every iteration has specDecodingStats null or no drafts (speculation was off)"))
 register(Format("vllm-bench", "vllm", BENCH, lambda head: "mean_tpot_ms" in head and not _sglang_bench(head),
                 _bench("vllm-bench", _vllm_bench_acceptance), "vllm bench serve --save-result JSON"))
 register(Format("sglang-bench", "sglang", BENCH, _sglang_bench,
                 _bench("sglang-bench", _sglang_bench_acceptance), "SGLang bench_serving results (JSON lines)"))
+register(Format("vllm-bench-console", "vllm", BENCH, lambda head: _HEADER in head and "Backend:" not in head,
+                _bench("vllm-bench-console", _vllm_bench_acceptance, _vllm_console),
+                "vllm bench serve console report (Serving Benchmark Result blocks)"))
+register(Format("sglang-bench-console", "sglang", BENCH, lambda head: _HEADER in head and "Backend:" in head,
+                _bench("sglang-bench-console", _sglang_bench_acceptance, _console_records, ("mean_tpot_ms",)),
+                "SGLang bench_serving console report (Serving Benchmark Result blocks)"))
 
 
 def acceptance(paths, fmt):
-    """Acceptance summary rows (one per file and batch) of files of an `ACCEPTANCE` format."""
+    """Acceptance summary rows (one per file and batch) of files of an `ACCEPTANCE` format; each row
+    passes `measured.check_acceptance` (validate's checks) or the file is refused naming its last line."""
+    from . import measured
+
     form = get(fmt)
     if form.gives != ACCEPTANCE:
         raise SpecError(f"{fmt} gives {GIVES[form.gives]}, not acceptance per batch")
     rows = []
     for name, by_batch in form.read(paths):
         for b in sorted(by_batch, key=lambda x: -1 if x is None else x):
-            row = by_batch[b].row()
+            t = by_batch[b]
+            row = t.row()
             if row["accepted_length"] is None:
                 continue
-            rows.append(dict(file=name, format=fmt, engine=form.engine, batch=b, **row))
+            measured.check_acceptance(name, t.line or "-", row["k"], row["accepted_length"], t.rates(), t.tol)
+            rows.append(dict(file=name, format=fmt, engine=form.engine, batch=b, batch_from=t.batch_from, **row))
     if not rows:
-        raise SpecError(f"{', '.join(map(str, paths))}: no speculative-decoding samples ({fmt})")
+        why = f": {form.empty}" if form.empty else ""
+        raise SpecError(f"{', '.join(map(str, paths))}: no speculative-decoding samples ({fmt}){why}")
     return rows

@@ -7,8 +7,8 @@ source_url). Optional columns: `engine` (the engine profile of the row: vllm, sg
 dataset share one acceptance), `t_base_s` and `t_sd_step_s` (measured step times, seconds), `ep`,
 `dp_attention` and `draft_tp` (the layout), `tree_depth`, `tree_topk` and `tree_tokens` (a draft tree),
 `kv_dtype` (the KV-cache dtype; empty: the engine's default). A file with `value_s` and no `drafter`
-column holds plain step times under load instead (`inputs.steps`). Rows at a request rate (MODEL.md 6)
-or a closed-loop client concurrency (MODEL.md 6.1) give `qps` or `concurrency`, `input_len`,
+column holds plain step times under load instead (`inputs.steps`). Rows at a request rate (docs/model.md §10)
+or a closed-loop client concurrency (docs/model.md §11) give `qps` or `concurrency`, `input_len`,
 `output_len` and `measured_ratio` (the ratio of the metric `metric` names at equal load: `METRICS`) in
 place of `batch`, `context` and `measured_speedup` (a file of such rows may omit those three columns),
 and optionally `max_num_seqs`: exactly one of batch, qps and concurrency per row. The columns of model
@@ -22,6 +22,7 @@ with its reason in `unsupported` and skipped by validation and calibration: it n
 """
 
 import dataclasses
+import math
 import pathlib
 
 import jax
@@ -37,7 +38,7 @@ from .cells import check_buildable
 from .cells import err as _err, known as _known, model_input as _input, number as _number
 from .dtypes import BYTES_PER_ELEMENT, canonical
 from ..errors import SpecError, read_text
-from .scenario import Scenario
+from .scenario import Scenario, tree_tau_error
 from ..cost.trees import Decode, Load
 
 # The columns of the model's inputs are the catalogue's (`catalogue.CSV`: column -> input row, with its range);
@@ -46,7 +47,7 @@ COLUMNS = ("series", "target", "drafter", "draft", "hardware", "tp", "batch", "k
            "accepted_length", "context", "weight_dtype", "measured_speedup", "metric", "approximate", "source_url")
 BATCH_ONLY = ("batch", "context", "measured_speedup")  # a file of rows at load may leave these out
 AT_LOAD = ("input_len", "output_len", "measured_ratio")  # a row at a request rate or a concurrency: with its load
-LOAD_COLUMNS = ("qps", "concurrency")  # that load (MODEL.md 6 and 6.1)
+LOAD_COLUMNS = ("qps", "concurrency")  # that load (docs/model.md §10 and §11)
 WHAT = {"qps": "a row per request rate", "concurrency": "a row at a closed-loop concurrency"}
 MEASUREMENT = ("t_base_s", "t_sd_step_s", "dataset", "tree_depth", "measured_ratio")  # optional, not model inputs
 
@@ -72,7 +73,7 @@ METRICS = {"batch": ("throughput", "latency"), "qps": ("e2e_request_latency", "t
 # Ratios that do not rise with acceptance (an iteration with speculation is longer, the more so the
 # more tokens it carries; a prompt's TTFT does not depend on it at one client): they cannot anchor a fitted alpha
 NO_ALPHA = ("itl", "ttft")
-LAYOUT = ("ep", "dp_attention", "draft_tp")  # optional layout columns (MODEL.md 1.1); tp is required
+LAYOUT = ("ep", "dp_attention", "draft_tp")  # optional layout columns (docs/model.md §2.4); tp is required
 DEFAULT_ENGINE = engines.DEFAULT  # rows with an empty engine column
 MAX_BYTES = 64 << 20
 
@@ -111,7 +112,7 @@ class Row(cells.Measured):
 
     @property
     def acceptance_group(self):
-        """Rows that share one acceptance (MODEL.md 7): same target, drafter, draft, dataset and load kind
+        """Rows that share one acceptance (docs/model.md §13): same target, drafter, draft, dataset and load kind
         (rows of each kind are predicted apart); without a dataset column, the series."""
         key = (self.target, self.drafter, self.draft or "", self.dataset) if self.dataset else (self.series,)
         return key + ((self.load_kind,) if self.load_kind != "batch" else ())
@@ -181,6 +182,103 @@ def _unsupported(r, model_slugs, hw_slugs):
     return None
 
 
+def tau_ok(tau, k=None):
+    """An accepted length (tokens per step, the bonus token included) that a chain of k drafts can give:
+    1 <= tau <= k + 1 (the catalogue's range without a k)."""
+    return math.isfinite(tau) and 1.0 <= tau <= (k + 1 if k is not None else catalogue.INPUTS["accepted_length"].hi)
+
+
+def tau_range(k=None):
+    return f"in [1, k+1 = {k + 1}]" if k is not None else "in [1, 65]"
+
+
+def check_acceptance(p, line, k, tau, rates=(), tol=1e-6):
+    """The checks every acceptance summary passes, measured row or ingested engine output: k a whole draft
+    length in the catalogue's range, 1 <= tau <= k + 1, per-position rates (vLLM's unconditional r_i) finite
+    in [0, 1], non-increasing, one per draft position, summing to tau - 1 within `tol` (the rounding of
+    the numbers they came from). Raises a `SpecError` naming the file, the line, the column and the value."""
+    if k is not None:
+        _number(p, line, "k", str(k), catalogue.CSV["k"].csv_input.range_text(), catalogue.CSV["k"].csv_input.ok,
+                integer=True)
+    if not tau_ok(tau, k):
+        raise _err(p, line, "accepted_length", f"{tau:g}", tau_range(k))
+    if not rates:
+        return
+    text = ",".join(f"{v:g}" for v in rates)
+    if not all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in rates):
+        raise _err(p, line, "position_rates", text, "rates in [0, 1] (accepted at position i / drafts)")
+    if any(b > a for a, b in zip(rates, rates[1:])):
+        raise _err(p, line, "position_rates", text, "non-increasing rates (position i is accepted only after i-1)")
+    if k is not None and len(rates) != k:
+        raise _err(p, line, "position_rates", text, f"k = {k} rates, one per draft position")
+    if abs(sum(rates) - (tau - 1.0)) > tol:
+        raise _err(p, line, "position_rates", text, f"rates summing to accepted_length - 1 = {tau - 1:.4g} (they sum "
+                   f"to {sum(rates):.4g}: not the counts of one run)")
+
+
+def row_from_cells(p, line, r, model_slugs, hw_slugs):
+    """One measured row from its cells (a dict of strings, as the CSV reads), checked: the one path of every
+    measured row, read by `load` and written by `specjax ingest`. Raises a `SpecError` naming the file, the
+    line, the column, the value and what is allowed."""
+    if not r["series"]:
+        raise _err(p, line, "series", "", "a non-empty series id")
+    for col in ("target", "hardware", "drafter"):
+        if not (r[col] or "").strip():
+            raise _err(p, line, col, "", f"a {col} (preset slug or path)" if col != "drafter" else
+                       f"one of {', '.join(drafters.names(measurable_only=True))}")
+    tp = _input(p, line, "tp", r["tp"], optional=False)
+    rate = _at_load(p, line, r)
+    k = _input(p, line, "k", r["k"], optional=False)
+    alpha = _input(p, line, "acceptance_rate", r["acceptance_rate"])
+    tau = _number(p, line, "accepted_length", r["accepted_length"], "empty or " + tau_range(k),
+                  lambda v: tau_ok(v, k), optional=True)
+    if rate:
+        batch, ctx, speed = 1.0, rate["input_len"] + 0.5 * rate["output_len"], rate.pop("measured_ratio")
+    else:
+        batch = _input(p, line, "batch", r.get("batch"), optional=False)
+        ctx = _input(p, line, "context", r.get("context"), optional=False)
+        speed = _number(p, line, "measured_speedup", r.get("measured_speedup"), "a number > 0 (SD / no-SD)",
+                        lambda v: 0 < v < 100)
+    kind = next((c for c in LOAD_COLUMNS if c in rate), "batch")
+    if r["metric"] not in METRICS[kind]:
+        raise _err(p, line, "metric", r["metric"], " or ".join(METRICS[kind]) + (f" ({WHAT[kind]})" if rate
+                                                                                 else ""))
+    if r["weight_dtype"] not in BYTES_PER_ELEMENT:
+        raise _err(p, line, "weight_dtype", r["weight_dtype"], f"one of {', '.join(BYTES_PER_ELEMENT)}")
+    times = {c: _number(p, line, c, r.get(c), "empty or seconds > 0", lambda v: v > 0, optional=True)
+             for c in ("t_base_s", "t_sd_step_s")}
+    layout = {c: _input(p, line, c, r.get(c)) for c in LAYOUT}
+    layout = {c: v for c, v in layout.items() if v is not None}
+    tree = {c: _input(p, line, c, r.get(c)) for c in ("tree_topk", "tree_tokens")}
+    tree["tree_depth"] = _number(p, line, "tree_depth", r.get("tree_depth"), "empty or the tree's depth k",
+                                 lambda v: 1 <= v <= 64, integer=True, optional=True)
+    if (tree["tree_topk"] is None) != (tree["tree_tokens"] is None):
+        raise _err(p, line, "tree_tokens" if tree["tree_tokens"] is None else "tree_topk", "",
+                   "tree_topk and tree_tokens together (a draft tree) or neither (a chain)")
+    if tree["tree_depth"] is not None and tree["tree_depth"] != k:
+        raise _err(p, line, "tree_depth", r.get("tree_depth"), f"k = {k} (the tree's depth is its k)")
+    layout.update({c: tree[c] for c in ("tree_topk", "tree_tokens") if tree[c] is not None})
+    kv = (r.get("kv_dtype") or "").strip() or None
+    if kv is not None and kv not in BYTES_PER_ELEMENT:
+        raise _err(p, line, "kv_dtype", kv, f"empty or one of {', '.join(BYTES_PER_ELEMENT)}")
+    passes = _input(p, line, "draft_passes", r.get("draft_passes"))
+    kind = drafters.REGISTRY.get(r["drafter"].strip())
+    if passes is not None and kind is not None and not kind.parallel:
+        raise _err(p, line, "draft_passes", r.get("draft_passes"), "empty for a chain drafter (draft_passes "
+                   "counts the passes of drafter = parallel)")
+    loc = _input(p, line, "expert_locality", r.get("expert_locality"))
+    engine = (r.get("engine") or "").strip()
+    if engine and not engine.replace("-", "").replace("_", "").isalnum():
+        raise _err(p, line, "engine", engine, "an engine name (letters, digits, - and _)")
+    return Row(line=line, series=r["series"], target=r["target"], drafter=r["drafter"],
+               draft=r["draft"] or None, hardware=r["hardware"], tp=tp, batch=batch, k=k, alpha=alpha,
+               tau=tau, context=ctx, weight_dtype=canonical(r["weight_dtype"]), speedup=speed,
+               metric=r["metric"], source_url=r["source_url"] or "", engine=engine,
+               expert_locality=loc or 0.0, draft_passes=passes, dataset=(r.get("dataset") or "").strip(),
+               kv_dtype=kv and canonical(kv), unsupported=_unsupported(r, model_slugs, hw_slugs),
+               **times, **layout, **rate)
+
+
 def load(path):
     """Read and validate a measurements CSV; returns a list of `Row` (unsupported rows included, with
     their reason). Raises `SpecError` for a malformed file or value, or when no row is supported."""
@@ -210,70 +308,24 @@ def load(path):
     if df.height == 0:
         raise SpecError(f"{p}: no data rows")
     model_slugs, hw_slugs = set(_models.preset_slugs()), set(_hw.preset_slugs())
-    rows = []
-    for i, r in enumerate(df.iter_rows(named=True)):
-        line = i + 2
-        if not r["series"]:
-            raise _err(p, line, "series", "", "a non-empty series id")
-        for col in ("target", "hardware", "drafter"):
-            if not (r[col] or "").strip():
-                raise _err(p, line, col, "", f"a {col} (preset slug or path)" if col != "drafter" else
-                           f"one of {', '.join(drafters.names(measurable_only=True))}")
-        tp = _input(p, line, "tp", r["tp"], optional=False)
-        rate = _at_load(p, line, r)
-        k = _input(p, line, "k", r["k"], optional=False)
-        alpha = _input(p, line, "acceptance_rate", r["acceptance_rate"])
-        tau = _number(p, line, "accepted_length", r["accepted_length"], f"empty or in [1, k+1 = {k + 1}]",
-                      lambda v: 1 <= v <= k + 1, optional=True)
-        if rate:
-            batch, ctx, speed = 1.0, rate["input_len"] + 0.5 * rate["output_len"], rate.pop("measured_ratio")
-        else:
-            batch = _input(p, line, "batch", r.get("batch"), optional=False)
-            ctx = _input(p, line, "context", r.get("context"), optional=False)
-            speed = _number(p, line, "measured_speedup", r.get("measured_speedup"), "a number > 0 (SD / no-SD)",
-                            lambda v: 0 < v < 100)
-        kind = next((c for c in LOAD_COLUMNS if c in rate), "batch")
-        if r["metric"] not in METRICS[kind]:
-            raise _err(p, line, "metric", r["metric"], " or ".join(METRICS[kind]) + (f" ({WHAT[kind]})" if rate
-                                                                                     else ""))
-        if r["weight_dtype"] not in BYTES_PER_ELEMENT:
-            raise _err(p, line, "weight_dtype", r["weight_dtype"], f"one of {', '.join(BYTES_PER_ELEMENT)}")
-        times = {c: _number(p, line, c, r.get(c), "empty or seconds > 0", lambda v: v > 0, optional=True)
-                 for c in ("t_base_s", "t_sd_step_s")}
-        layout = {c: _input(p, line, c, r.get(c)) for c in LAYOUT}
-        layout = {c: v for c, v in layout.items() if v is not None}
-        tree = {c: _input(p, line, c, r.get(c)) for c in ("tree_topk", "tree_tokens")}
-        tree["tree_depth"] = _number(p, line, "tree_depth", r.get("tree_depth"), "empty or the tree's depth k",
-                                     lambda v: 1 <= v <= 64, integer=True, optional=True)
-        if (tree["tree_topk"] is None) != (tree["tree_tokens"] is None):
-            raise _err(p, line, "tree_tokens" if tree["tree_tokens"] is None else "tree_topk", "",
-                       "tree_topk and tree_tokens together (a draft tree) or neither (a chain)")
-        if tree["tree_depth"] is not None and tree["tree_depth"] != k:
-            raise _err(p, line, "tree_depth", r.get("tree_depth"), f"k = {k} (the tree's depth is its k)")
-        layout.update({c: tree[c] for c in ("tree_topk", "tree_tokens") if tree[c] is not None})
-        kv = (r.get("kv_dtype") or "").strip() or None
-        if kv is not None and kv not in BYTES_PER_ELEMENT:
-            raise _err(p, line, "kv_dtype", kv, f"empty or one of {', '.join(BYTES_PER_ELEMENT)}")
-        passes = _input(p, line, "draft_passes", r.get("draft_passes"))
-        kind = drafters.REGISTRY.get(r["drafter"].strip())
-        if passes is not None and kind is not None and not kind.parallel:
-            raise _err(p, line, "draft_passes", r.get("draft_passes"), "empty for a chain drafter (draft_passes "
-                       "counts the passes of drafter = parallel)")
-        loc = _input(p, line, "expert_locality", r.get("expert_locality"))
-        engine = (r.get("engine") or "").strip()
-        if engine and not engine.replace("-", "").replace("_", "").isalnum():
-            raise _err(p, line, "engine", engine, "an engine name (letters, digits, - and _)")
-        rows.append(Row(line=line, series=r["series"], target=r["target"], drafter=r["drafter"],
-                        draft=r["draft"] or None, hardware=r["hardware"], tp=tp, batch=batch, k=k, alpha=alpha,
-                        tau=tau, context=ctx, weight_dtype=canonical(r["weight_dtype"]), speedup=speed,
-                        metric=r["metric"], source_url=r["source_url"] or "", engine=engine,
-                        expert_locality=loc or 0.0, draft_passes=passes, dataset=(r.get("dataset") or "").strip(),
-                        kv_dtype=kv and canonical(kv), unsupported=_unsupported(r, model_slugs, hw_slugs),
-                        **times, **layout, **rate))
-    rows = check_buildable(rows)
+    rows = [row_from_cells(p, i + 2, r, model_slugs, hw_slugs) for i, r in enumerate(df.iter_rows(named=True))]
+    rows = _tree_tau_fits(check_buildable(rows))
     if all(r.unsupported for r in rows):
         raise SpecError(f"{p}: no row can be evaluated; line {rows[0].line}, {rows[0].unsupported}")
     return rows
+
+
+def _tree_tau_fits(rows):
+    """Mark a draft-tree row whose measured accepted length the tree estimate cannot reproduce unsupported
+    (`scenario.tree_tau_error`: above its tau at alpha = 1): used as given or not at all, never clipped."""
+    out = []
+    for r in rows:
+        if r.unsupported is None and r.tau is not None and r.tree_topk is not None:
+            msg = tree_tau_error(r.tau, r.tree_topk, r.tree_tokens, r.k)
+            if msg:
+                r = dataclasses.replace(r, unsupported=f"column accepted_length: {r.tau:g}; expected {msg}")
+        out.append(r)
+    return out
 
 
 def engine_profile(name, profiles=None):
@@ -335,7 +387,7 @@ def _decode(rows, dtype, limits):
     if any(r.tree_topk is not None for r in rows):
         cols.update(tree_topk=[r.tree_topk or 1 for r in rows], tree_tokens=[r.tree_tokens or r.k + 1 for r in rows])
     parallel = [getattr(drafters.REGISTRY.get(r.drafter), "parallel", False) for r in rows]
-    if any(parallel):  # every row carries the leaf: 0 for a chain row (MODEL.md 2.3; `Decode.draft_passes`)
+    if any(parallel):  # every row carries the leaf: 0 for a chain row (docs/model.md §5.2; `Decode.draft_passes`)
         cols.update(draft_passes=[(r.draft_passes or 1) if par else 0 for r, par in zip(rows, parallel)])
     arr = lambda v: jnp.asarray(np.asarray(v, dtype=np.dtype(dtype)))  # noqa: E731
     load = None

@@ -79,7 +79,7 @@ def dflash_head(head, target_arch, *, weight_dtype=None, kv_dtype=None, dtype=jn
     """A DFlash block-diffusion drafter (z-lab `DFlashDraftModel`): fc (the target's hidden states at
     `dflash_features` layers, concatenated -> d) + its own decoder layers, with a KV cache of its own; it
     embeds the block with the target's embedding and reads the target's LM head (read every pass, not
-    stored), as the z-lab and vLLM implementations do. A parallel drafter (MODEL.md 2.3)."""
+    stored), as the z-lab and vLLM implementations do. A parallel drafter (docs/model.md §5.1)."""
     p_head = target_arch.vocab * target_arch.d_model
     return _build(head, p_dense=head.p_dense, p_head=p_head, head_resident=0.0, p_stored=0.0,
                   n_layers=head.n_layers, n_full=head.n_full_layers, n_window=head.n_window_layers,

@@ -18,8 +18,8 @@ from . import drafters, engines, scheduler
 from . import hardware as _hw
 from . import models as _models
 from ..cost.acceptance import (TREE_MAX_DEPTH, alpha_from_tokens, alpha_from_tree_tokens, conditional_rates,
-                               max_tree_tokens)
-from ..errors import SpecError, field_error
+                               max_tree_tau, max_tree_tokens)
+from ..errors import SpecError, field_error, path_exists, unknown_name
 from ..cost.memory import weights_per_gpu
 from ..cost.trees import Decode, Deployment, Load
 
@@ -28,7 +28,7 @@ ACCEPTANCE = ("alpha", "accepted_length", "acceptance_vector", "position_rates")
 
 def check_layout(arch, name, tp, ep=1, dp_attention=1, source=None, role="target"):
     """A layout shards heads by tp, dense FFN widths by the replica's tp x dp_attention GPUs, experts by
-    ep and each expert's width by the GPUs per expert group (MODEL.md 1.1): each must divide (KV heads
+    ep and each expert's width by the GPUs per expert group (docs/model.md §2.4): each must divide (KV heads
     may be replicated when there are fewer than tp). One-line errors name the flag and the model."""
     gpus = tp * dp_attention
     if arch.n_heads % tp:
@@ -83,25 +83,29 @@ class _Scenario:
     catalogue that a scenario carries (`catalogue.SCENARIO`, with the catalogue's defaults), checked at
     construction with messages naming the field, the value and the allowed range. Exactly one of `alpha`,
     `accepted_length`, `acceptance_vector` and `position_rates` is given. `engine` names an engine
-    profile (`engines.load`: a preset slug, `roofline` for the pure model, or a TOML path); the default
-    is the CLI's and the sweep specs' (`engines.DEFAULT`). `source` names the file the values came from
-    (for messages). `Scenario.build()` loads the presets and returns the kernel pytrees."""
+    profile (`engines.load`: a preset slug, `roofline` for the pure model, or a TOML path); the default,
+    and what None means, is the CLI's and the sweep specs' (`engines.DEFAULT`): the engine terms of every
+    scenario come from its engine profile (a hardware file cannot carry them). `source` names the file the
+    values came from (for messages). `Scenario.build()` loads the presets and returns the kernel pytrees."""
 
     def __post_init__(self):
         src = self.source
+        if self.engine is None:  # one input-application path: engine terms come from an engine profile only
+            object.__setattr__(self, "engine", engines.DEFAULT)
         for row in catalogue.SCENARIO.values():  # per-field checks, all from the catalogue
             value = getattr(self, row.name)
             if value is None and row.default is catalogue.REQUIRED:
                 raise field_error(row.name, value, row.help.split(": ", 1)[-1].rstrip("."), src)
             if value is not None:
                 object.__setattr__(self, row.name, row.check_value(value, src))
+        _names_known(self, src)  # a mistyped name is the first error, before any rule between inputs
         kind = drafters.get(self.drafter, src)
         for rule in (_one_acceptance, _position_rates_fall, _drafter_takes, _tree_shape, _load_lengths):
             rule(self, kind, src)
 
     @property
     def has_load(self):
-        """True when the scenario carries a serving load (MODEL.md 6): input and output lengths given."""
+        """True when the scenario carries a serving load (docs/model.md §10): input and output lengths given."""
         return self.input_len is not None
 
     def load(self, dtype=jnp.float32):
@@ -175,8 +179,7 @@ class _Scenario:
         kind = drafters.get(self.drafter, self.source)
         profile = _hw.load(self.hardware)
         profile.resolve(self.compute_dtype)  # a peak for the compute dtype exists
-        if self.engine is not None:
-            profile = engines.load(self.engine).apply(profile)
+        profile = engines.load(self.engine).apply(profile)
         arch = _models.load_architecture(self.target)
         check_layout(arch, self.target, self.tp, self.ep, self.dp_attention, self.source)
         gpus = self.tp * self.dp_attention
@@ -195,6 +198,8 @@ class _Scenario:
                 kind.check_pair(arch, draft_arch)
         if kind.check:
             kind.check(arch)
+        for a, name in ((arch, self.target), (draft_arch if self.drafter == "model" else None, self.draft)):
+            _fits_context(self, a, name)
         return profile, arch, draft_arch
 
     def _build(self, dtype):
@@ -238,6 +243,48 @@ def _in(src):
     return f" in {src}" if src else ""
 
 
+def _fits_context(sc, arch, name):
+    """The sequence (the context, or a request's prompt and output) fits the model's positions
+    (`Architecture.max_context`: max_position_embeddings, RoPE-scaled), where the config gives them."""
+    if arch is None or not arch.max_context:
+        return
+    field, n = ("input_len", sc.input_len + sc.output_len) if sc.has_load else ("context", sc.context)
+    if n > arch.max_context:
+        what = "input_len + output_len" if sc.has_load else "context"
+        raise field_error(field, getattr(sc, field), f"{what} <= {arch.max_context} tokens, the "
+                          f"max_position_embeddings of {name} (a longer sequence than the model takes; add its "
+                          "rope_scaling to the config if it is served with one)", sc.source)
+
+
+def _names_known(sc, src):
+    """Every preset-or-file name resolves: a file path (or a name with the file's suffix, which its loader
+    then reads) or a preset slug; else the loader's one-line error with close matches ("did you mean")."""
+    for field, kind, slugs, suffix in (("target", "model", _model_slugs, ".json"), ("draft", "model", _model_slugs,
+                                                                                    ".json"),
+                                       ("hardware", "hardware", _hardware_slugs, ".toml"),
+                                       ("engine", "engine", _engine_slugs, ".toml")):
+        name = getattr(sc, field)
+        if name is None or str(name).endswith(suffix) or path_exists(str(name)):
+            continue
+        if str(name) not in slugs():
+            raise unknown_name(kind, name, slugs(), src)
+
+
+@functools.cache
+def _model_slugs():
+    return tuple(_models.preset_slugs())
+
+
+@functools.cache
+def _hardware_slugs():
+    return tuple(_hw.preset_slugs())
+
+
+@functools.cache
+def _engine_slugs():
+    return tuple(engines.preset_slugs())
+
+
 def _one_acceptance(sc, kind, src):
     """Exactly one way of giving acceptance; an accepted length at most k + 1."""
     given = [n for n in ACCEPTANCE if getattr(sc, n) is not None]
@@ -276,6 +323,12 @@ def _drafter_takes(sc, kind, src):
         raise SpecError(f"draft={sc.draft!r} is used only with drafter = {needing} (--drafter); "
                         f"drafter={sc.drafter!r} takes no draft" + _in(src))
     if kind.cost_ratio:
+        if sc.draft_cost is None:
+            runs = ", ".join(n for n, k in drafters.REGISTRY.items() if not k.cost_ratio)
+            default = " (the default)" if sc.drafter == catalogue.INPUTS["drafter"].default else ""
+            allowed = catalogue.INPUTS["draft_cost"].range_text()
+            raise SpecError(f"drafter={sc.drafter!r}{default} needs draft_cost (--draft-cost, {allowed}), or choose "
+                            f"another drafter (--drafter {runs})" + _in(src))
         catalogue.check("draft_cost", sc.draft_cost, src)
 
 
@@ -305,6 +358,24 @@ def _tree_shape(sc, kind, src):
     if not least <= sc.tree_tokens <= most:
         raise field_error("tree_tokens", sc.tree_tokens, f"{least:g} <= tree_tokens <= {most:g} for depth k = "
                           f"{sc.k:g} and topk {sc.tree_topk} (root included)", src)
+    if sc.accepted_length is not None:
+        msg = tree_tau_error(sc.accepted_length, sc.tree_topk, sc.tree_tokens, sc.k)
+        if msg:
+            raise field_error("accepted_length", sc.accepted_length, msg, src)
+
+
+def tree_tau_error(tau, topk, tokens, k):
+    """What a measured tree tau must satisfy, or None when it does: at most the tree estimate's tau at alpha
+    = 1 (`max_tree_tau`), so that the alpha solved through the estimate reproduces it exactly (a longer tau
+    would be clipped to that ceiling). Shared by scenarios and measurement rows."""
+    if topk == 1 and tokens == k + 1:  # a chain: any tau <= k + 1 (checked with the acceptance)
+        return None
+    ceiling = float(max_tree_tau(float(topk), float(tokens), float(k)))
+    if tau <= ceiling * (1 + 1e-5):  # float32's rounding of the ceiling
+        return None
+    return (f"1 <= tau <= {ceiling:.4g}: the longest accepted length the tree estimate gives topk {topk:g}, "
+            f"{tokens:g} tokens, depth k = {k:g} (alpha = 1; some depth keeps fewer candidates than the nodes "
+            "above it); a longer measured tau cannot be reproduced, only clipped")
 
 
 def _load_lengths(sc, kind, src):
@@ -339,7 +410,7 @@ def _check(scenario, files):
 @functools.lru_cache(maxsize=256)
 def _limits(scenario, files):
     del files  # part of the cache key only
-    engine = engines.load(scenario.engine or engines.DEFAULT)
+    engine = engines.load(scenario.engine)
     given = {n: getattr(scenario, n) for n in scheduler.NAMES}
     return scheduler.resolve(engine, engines.load(engines.DEFAULT), scenario.check()[0], scenario.k >= 1, given)
 

@@ -26,9 +26,9 @@ from .scenario import Scenario
 from ..cost.trees import layout_divides
 TOP_KEYS = {"name", "description", "roofline", "engine", "compute_dtype", "chunk_size", "experts_hold", "hardware",
             "pairs", "fixed", "axes", "reduce", "sensitivity", "optimize"}
-LAYOUT = ("tp", "ep", "dp_attention", "draft_tp")  # a pair's deployment layout (MODEL.md 1.1), or an axis each
-TREE = ("tree_topk", "tree_tokens")  # a pair's draft-tree shape (MODEL.md 2.2), or [fixed] keys, or axes
-VECTORS = ("acceptance_vector", "position_rates")  # per-position acceptance (MODEL.md 2.1): [fixed] or pair keys
+LAYOUT = ("tp", "ep", "dp_attention", "draft_tp")  # a pair's deployment layout (docs/model.md §2.4), or an axis each
+TREE = ("tree_topk", "tree_tokens")  # a pair's draft-tree shape (docs/model.md §4.4), or [fixed] keys, or axes
+VECTORS = ("acceptance_vector", "position_rates")  # per-position acceptance (docs/model.md §4.3): [fixed] or pair keys
 MAX_AXIS = 10_000_000
 LABEL = re.compile(r"[A-Za-z0-9._+-]{1,120}")
 

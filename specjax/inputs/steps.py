@@ -4,7 +4,7 @@
 Columns: series, target, hardware, engine, engine_version, tp, ep, dp_attention, weight_dtype,
 kv_dtype, concurrency, qps, input_len, output_len, dataset, metric, value_s, t_base_s, approximate,
 source_url, note; optionally `batch` (a fixed decode batch, offline). Each row carries exactly one load:
-a closed-loop `concurrency`, an open-loop `qps` or a decode `batch` (MODEL.md 7). `metric` (`METRICS`)
+a closed-loop `concurrency`, an open-loop `qps` or a decode `batch` (docs/model.md §13). `metric` (`METRICS`)
 says what `value_s` is. The model-input columns are checked against their catalogue rows (`catalogue.CSV`)
 as in `inputs.measured`; a malformed value is an error naming the file, line, column, value and what is
 allowed. A row the model cannot represent (an unknown slug, a layout it does not divide by) is kept with

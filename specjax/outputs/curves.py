@@ -64,15 +64,24 @@ def roofline_points(hw, deploy, model, batches, k, context):
 def serving_grid(scenarios, points=41):
     """`api.serve` for each `{label: Scenario}` (with a load) on `points` rates from 1% to 120% of the
     larger sustainable rate: (rows with label, qps, both sides' TPOT and batch, the ratio and the status;
-    {label: switch_off_qps, max_qps_base, max_qps_sd, curve_status})."""
+    {label: switch_off_qps, max_qps_base, max_qps_sd, curve_status}). A scenario whose one request does not fit
+    has a mark and no rows; if none fits, a `SpecError` says so."""
     from .. import api
 
     frames, marks = [], {}
     for label, sc in scenarios.items():
         r = api.serve(sc, points=points)
+        marks[label] = {k: r[k] for k in ("switch_off_qps", "max_qps_base", "max_qps_sd", "curve_status")}
+        if not r["points"]:  # one request does not fit (`Curve.SD_DOES_NOT_FIT`): no curve, its mark says so
+            continue
         df = pl.DataFrame(r["points"]).select("qps", "tpot_base_s", "tpot_sd_s", "batch_base", "batch_sd",
                                               "speedup_tpot", "status")
         frames.append(df.with_columns(pl.lit(label).alias("label")).cast({c: pl.Float64 for c in df.columns
                                                                          if c != "status"}))
-        marks[label] = {k: r[k] for k in ("switch_off_qps", "max_qps_base", "max_qps_sd", "curve_status")}
+    if not frames:
+        from ..cost.status import Curve
+        from ..errors import SpecError
+
+        raise SpecError(f"nothing to plot: {', '.join(marks)}: {Curve.SD_DOES_NOT_FIT.text('over_rate')} (status "
+                        f"{Curve.SD_DOES_NOT_FIT.label}; lower --input-len or --output-len, or raise --tp)")
     return pl.concat(frames), marks

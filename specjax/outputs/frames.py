@@ -1,11 +1,12 @@
 """Kernel outputs -> polars DataFrames: numeric inputs first (catalogue order), then outputs, then
-`valid` and `status` (a polars Enum of the reduction's status names). NaN never reaches a file: a
-missing number is null and its row carries a status."""
+`valid` and `status` (a polars Enum of the reduction's status names). Neither NaN nor infinity reaches a
+file: a missing number (an unsustainable rate's TTFT) is null and its row carries a status."""
 
 import numpy as np
 import polars as pl
 
 from .. import catalogue
+from .finite import finite_frame
 
 
 def status_enum(status_type):
@@ -18,7 +19,7 @@ def sweep_frame(spec, arrays, n):
     cols = {name: np.asarray(a)[:n] for name, a in arrays.items() if name != "status_code"}
     status_type = spec.reduction.status_type
     df = pl.DataFrame(cols)
-    df = df.with_columns(pl.col(pl.Float32, pl.Float64).fill_nan(None))
+    df = finite_frame(df)  # NaN and infinities -> null: the row's status says why (`outputs.finite`)
     df = df.with_columns(pl.Series("status", status_type.decode(np.asarray(arrays["status_code"])[:n]),
                                    dtype=status_enum(status_type)))
     real = next(df[c].dtype for c in df.columns if df[c].dtype in (pl.Float32, pl.Float64))

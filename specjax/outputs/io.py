@@ -10,7 +10,6 @@ no partial file is ever visible. `pl.scan_parquet(DIR, hive_partitioning=True)` 
 """
 
 import contextlib
-import json
 import os
 import pathlib
 import socket
@@ -20,6 +19,7 @@ from importlib import metadata as _md
 import polars as pl
 
 from ..errors import SpecError
+from .finite import finite_frame, json_text
 
 LOCK = ".specjax.lock"
 
@@ -68,8 +68,15 @@ def write_bytes_atomic(path, data):
 
 
 def write_parquet_atomic(df, path, meta):
-    """Write a polars DataFrame as Parquet with string key-value metadata, atomically."""
+    """Write a polars DataFrame as Parquet with string key-value metadata, atomically; NaN and infinities
+    are written as nulls (`outputs.finite`)."""
+    df = finite_frame(df)
     _atomic(path, lambda tmp: df.write_parquet(tmp, compression="zstd", statistics=True, metadata=meta))
+
+
+def write_csv_atomic(df, path):
+    """Write a polars DataFrame as CSV, atomically; NaN and infinities as empty cells (`outputs.finite`)."""
+    write_bytes_atomic(path, finite_frame(df).write_csv().encode())
 
 
 def part_path(out, hardware, pair_label, chunk):
@@ -147,4 +154,5 @@ def read_results(out):
 
 
 def write_json_atomic(path, obj):
-    write_bytes_atomic(path, (json.dumps(obj, indent=1, sort_keys=True) + "\n").encode())
+    """Write `obj` as JSON, atomically; NaN and infinities as null (`outputs.finite`)."""
+    write_bytes_atomic(path, (json_text(obj, indent=1, sort_keys=True) + "\n").encode())

@@ -377,7 +377,8 @@ def serving_figure(df, marks, title="Serving load: TPOT and batch vs request rat
     """TPOT (top) and running batch (bottom) vs request rate, without (dashed) and with (solid)
     speculation, one colour per scenario (`df`, `marks` from `curves.serving_grid`); the switch-off rate
     is a dotted vertical line, each side's sustainable rate a tick on the rate axis (dashed: without
-    speculation); rates a side cannot sustain are left out (its queue grows)."""
+    speculation); rates a side cannot sustain are left out (its queue grows), and a scenario without rows
+    (one request does not fit) is a row of the table with its status, not a line."""
     fig, (top, bottom) = _subplots(2, 1, figsize=(8.4, 7.0), sharex=True, layout="constrained")
     rows = []
     bases = [tuple(np.round(g.sort("qps")["tpot_base_s"].to_numpy(), 12)) for _, g in
@@ -405,7 +406,10 @@ def serving_figure(df, marks, title="Serving load: TPOT and batch vs request rat
                 bottom.axvline(m[key], ymin=0, ymax=0.07, color="black" if shared and key == "max_qps_base" else color,
                                lw=3, ls=ls)
         rows.append(dict(series=label, switch_off_qps=off, max_qps_base=m["max_qps_base"],
-                         max_qps_sd=m["max_qps_sd"], points=len(q)))
+                         max_qps_sd=m["max_qps_sd"], points=len(q), curve_status=m["curve_status"]))
+    drawn = {r["series"] for r in rows}
+    rows += [dict(series=label, switch_off_qps=None, max_qps_base=m["max_qps_base"], max_qps_sd=m["max_qps_sd"],
+                  points=0, curve_status=m["curve_status"]) for label, m in marks.items() if label not in drawn]
     plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
     top.set_xscale("log")
     for ax in (top, bottom):

@@ -154,20 +154,24 @@ def write(spec, data_dir, out):
     hw_rows = []
     for h in spec.hardware:
         p = engines.load(spec.engine).apply(_hw.load(h))  # the terms the sweep ran with (engine applied)
-        hw_rows.append(dict(hardware=p.slug, name=p.name, bf16_tflops=p.flops_per_s.get("bf16", 0) / 1e12,
+        hw_rows.append(dict(hardware=p.slug, name=p.name, compute_dtype=spec.compute_dtype,
+                            peak_tflops=p.flops_per_s.get(spec.compute_dtype, 0) / 1e12,
                             hbm_tb_s=p.hbm_bytes_per_s / 1e12, hbm_gb=p.hbm_bytes / 1e9, engine=spec.engine,
                             **{n: getattr(p, n) for n in catalogue.ENGINE}, source=p.source))  # every engine term
     model_rows = []
     for pair in spec.pairs:
+        sc = spec.scenario(spec.hardware[0], pair)  # the dtypes the sweep ran with: the pair's, [fixed], the config's
         for role, slug in (("target", pair.target), ("draft", pair.draft)):
             if not slug:
                 continue
             a = models.load_architecture(slug)
             m = models.eagle_head(a, a) if a.eagle_version else models.target(a)
             info = models.preset_info(slug) if slug in models.preset_slugs() else {}
+            w, e, _, kv = models.dtype_names(a, sc.weight_dtype, sc.expert_dtype if role == "target" else None,
+                                             sc.kv_dtype)
             model_rows.append(dict(pair=pair.label, role=role, model=slug, total_params_b=float(m.total_params) / 1e9,
-                                   active_params_b=float(m.active_params) / 1e9, weights=f"{a.weight_dtype}/"
-                                   f"{a.expert_dtype}", source=info.get("source_url", slug)))
+                                   active_params_b=float(m.active_params) / 1e9, weights=f"{w}/{e}", kv_cache=kv,
+                                   source=info.get("source_url", slug)))
     parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>specjax report: "
              f"{html.escape(spec.name)}</title><style>{CSS}</style></head><body>",
              f"<h1>specjax report: {html.escape(spec.name)}</h1>",
@@ -182,9 +186,9 @@ def write(spec, data_dir, out):
         parts.append(f"<figure>{svg}<figcaption>{html.escape(cap)}</figcaption></figure>")
     parts += ["<h2>Assumptions</h2><h3>Hardware</h3>", _table(pl.DataFrame(hw_rows)), "<h3>Models</h3>",
               _table(pl.DataFrame(model_rows)),
-              "<p>Roofline (MODEL.md): per-operator max(FLOPs / peak, bytes / bandwidth) scaled by the engine "
+              "<p>Roofline (docs/model.md §2): per-operator max(FLOPs / peak, bytes / bandwidth) scaled by the engine "
               "profile's achieved fractions, plus its overheads ("
-              + "; ".join(i.unit for i in catalogue.OVERHEADS.values()) + "; MODEL.md 1.2; all 0 for engine = "
+              + "; ".join(i.unit for i in catalogue.OVERHEADS.values()) + "; docs/model.md §2.6; all 0 for engine = "
               "roofline); uniform MoE routing; i.i.d. acceptance; two ring "
               "all-reduces per layer under tensor parallelism; memory budget 0.9 x HBM unless the spec says "
               "otherwise.</p>",

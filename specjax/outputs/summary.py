@@ -14,6 +14,11 @@ from . import io
 from ..search import reductions as _reductions
 
 
+GRID_BELOW_1 = "first_grid_batch_below_1"  # a grid point, not the bisected crossing `crossover` reports
+GRID_NOTE = (f"{GRID_BELOW_1}: the first batch of the sweep's grid with S < 1; the crossing itself lies between it "
+             "and the grid point before (`specjax crossover` bisects it, or sweep with [reduce] kind = \"crossover\")")
+
+
 def _reduction(out, cols):
     manifest = pathlib.Path(out) / "_manifest.json"
     if manifest.exists():
@@ -38,7 +43,7 @@ def summarize(out):
                  pl.col("batch_seqs").filter(pl.col("valid")).max().alias("max_feasible_batch")]
         if not varying:  # one curve per (hardware, pair): where it crosses 1 on the grid
             aggs += [pl.col("speedup").first().alias("speedup_at_min_batch"),
-                     pl.col("batch_seqs").filter(pl.col("speedup") < 1).first().alias("first_batch_below_1")]
+                     pl.col("batch_seqs").filter(pl.col("speedup") < 1).first().alias(GRID_BELOW_1)]
         if "k_star" in cols:
             aggs += [pl.col("k_star").max().alias("k_star_max"), pl.col("k_star").min().alias("k_star_min")]
         return ordered.group_by(keys, maintain_order=True).agg(aggs).collect()

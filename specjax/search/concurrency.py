@@ -1,4 +1,4 @@
-"""Closed-loop concurrency (MODEL.md 6.1): N clients, each sending its next request the moment its last
+"""Closed-loop concurrency (docs/model.md §11): N clients, each sending its next request the moment its last
 one ends (`vllm bench serve --max-concurrency N`, SGLang `bench_serving --max-concurrency`, LLMPerf).
 Pure and vmappable functions of one point (hw, deploy, target, draft, dec) with `dec.load` a `Load`,
 reusing the per-batch model of both sides (`serving.sides`).
@@ -172,7 +172,7 @@ def pays(c):
 
 
 class ConcurrencyCurve(NamedTuple):
-    """The E2E ratio at equal concurrency over N (MODEL.md 6.1): where speculation stops paying."""
+    """The E2E ratio at equal concurrency over N (docs/model.md §11): where speculation stops paying."""
 
     switch_off_concurrency: float    # last N where speculation turns from lowering E2E to not (NaN if none)
     first_crossing_concurrency: float  # first N where it does not pay (1 if it does not at one client)
@@ -187,7 +187,7 @@ class ConcurrencyCurve(NamedTuple):
 
 def concurrency_curve(hw, deploy, target, draft, dec, n_grid=N_GRID, batched=False):
     """Search the E2E ratio on [1, concurrency_top] for its sign changes (the crossover search of
-    MODEL.md 3, over clients): a `ConcurrencyCurve`. Beyond both caps the ratio is that of the two
+    docs/model.md §7, over clients): a `ConcurrencyCurve`. Beyond both caps the ratio is that of the two
     capacities (nearly constant), so the search ends at twice the larger cap. `batched`: one trace of
     the curve (for one answer; see `_search.sign_changes`)."""
     dtype = float_dtype(dec.alpha)
@@ -203,7 +203,8 @@ def concurrency_curve(hw, deploy, target, draft, dec, n_grid=N_GRID, batched=Fal
                             ratio_e2e_one_client=jnp.where(ok, c.outputs.ratio_e2e[0], nan),
                             max_concurrency_base=n_cap[0], max_concurrency_sd=n_cap[1],
                             max_throughput_base_req_s=x_cap[0], max_throughput_sd_req_s=x_cap[1],
-                            status=jnp.where(ok, _crossover.curve_status(c), code(Curve.NEVER_HELPS)),
+                            status=_crossover.unless_unfit(jnp.where(ok, _crossover.curve_status(c),
+                                                                     code(Curve.NEVER_HELPS)), m.cap[..., 1]),
                             concurrency_top=top)
 
 

@@ -1,4 +1,4 @@
-"""Crossover of the speedup curve S(B) = 1 (MODEL.md section 3).
+"""Crossover of the speedup curve S(B) = 1 (docs/model.md §7).
 
 S need not be monotone in B (an MoE target verifying k+1 tokens per sequence touches more experts at
 small batch, so S can start below 1 or dip below 1 and recover; long contexts can make it rise again),
@@ -79,6 +79,14 @@ def curve_status(c):
                                jnp.where(c.below_first, code(Curve.HURTS_AT_SMALL_BATCH),
                                          jnp.where(c.below_last, code(Curve.STOPS_PAYING),
                                                    code(Curve.HELPS_WITH_DIPS)))))
+
+
+def unless_unfit(status, cap_sd):
+    """A curve's status, or `Curve.SD_DOES_NOT_FIT` where speculation cannot hold one sequence (its batch cap
+    `cap_sd` < 1: a prompt whose KV cache does not fit beside the weights and the drafter), never a curve
+    status such as `never_helps` read off a curve that was never evaluated; NaN: `invalid_input`."""
+    return jnp.where(jnp.isnan(cap_sd), code(Curve.INVALID_INPUT),
+                     jnp.where(cap_sd >= 1.0, status, code(Curve.SD_DOES_NOT_FIT)))
 
 
 def find(hw, deploy, target, draft, dec, batch_max=65536.0, n_grid=N_GRID, n_bisect=None, max_dips=0):

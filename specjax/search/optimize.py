@@ -1,4 +1,4 @@
-"""Optimal draft length k* by gradient search with optax (MODEL.md section 3).
+"""Optimal draft length k* by gradient search with optax (docs/model.md §8).
 
 k is relaxed to a real number in [1, k_max]; `optax.adam` with a cosine-decayed step size
 maximises log S from several starting points (vmapped), each iterate projected back with
@@ -112,7 +112,7 @@ def switch_off_batch(hw, deploy, target, draft, dec, k_max=16, batch_max=65536.0
     """The batch beyond which even the best integer k no longer pays: the last crossing of the envelope
     max_k S(B, k) from >= 1 to < 1 below `batch_max` (NaN if it still pays at the bound, or never).
 
-    The same search as `crossover.find` (MODEL.md 3), on the envelope."""
+    The same search as `crossover.find` (docs/model.md §7), on the envelope."""
     return envelope(hw, deploy, target, draft, dec, k_max, batch_max, n_grid, n_bisect).last_down
 
 

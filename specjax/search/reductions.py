@@ -48,7 +48,7 @@ class Reduction:
       searches: axes the reduction searches itself (must not be axes of the spec).
       consumes: an axis folded into each row (required; not a column of the output).
       needs_batch: the spec must give a batch ([fixed] or [axes]).
-      serving: a serving-load reduction (MODEL.md 6): needs input_len and output_len; other reductions
+      serving: a serving-load reduction (docs/model.md §10): needs input_len and output_len; other reductions
         refuse the load inputs. needs_qps: the spec must give a request rate; needs_concurrency: clients.
       summary: (column, (aggregations...)) pairs a summary reports per (hardware, pair).
       share_of: statuses whose share of rows a summary reports.

@@ -1,4 +1,4 @@
-"""Sensitivity of the switch-off batch B_off to every continuous input (MODEL.md section 3).
+"""Sensitivity of the switch-off batch B_off to every continuous input (docs/model.md §9).
 
 At B_off, S(B_off, theta) = 1, so by the implicit function theorem
     dB_off/dtheta = -(dS/dtheta) / (dS/dB),

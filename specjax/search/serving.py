@@ -1,5 +1,5 @@
 """Serving load: from a request rate to the batch it produces, for plain decoding and for speculation
-(MODEL.md 6). Pure and vmappable functions of one point (hw, deploy, target, draft, dec) with
+(docs/model.md §10). Pure and vmappable functions of one point (hw, deploy, target, draft, dec) with
 `dec.load` a `Load`.
 
 At a rate lambda, each request needs N = L_out / tau engine iterations of decode (tau = 1 without
@@ -234,7 +234,7 @@ def pays(served):
 
 
 class RateCurve(NamedTuple):
-    """The TPOT ratio over request rates (MODEL.md 6): where speculation stops paying."""
+    """The TPOT ratio over request rates (docs/model.md §10): where speculation stops paying."""
 
     switch_off_qps: float       # last rate where speculation turns from lowering TPOT to not (NaN if none)
     first_crossing_qps: float   # first rate where it does not pay (the lowest rate searched if it never pays there)
@@ -248,7 +248,7 @@ class RateCurve(NamedTuple):
 
 def rate_curve(hw, deploy, target, draft, dec, n_grid=N_GRID, batched=False):
     """Search the TPOT ratio on [lambda_top / QPS_SPAN, lambda_top] for its sign changes (the crossover
-    search of MODEL.md 3, over rates; the top end just inside the larger capacity, so that beyond the
+    search of docs/model.md §7, over rates; the top end just inside the larger capacity, so that beyond the
     smaller one a side that saturates alone is seen): a `RateCurve`. `batched`: one trace of the curve
     (for one answer; see `_search.sign_changes`)."""
     dtype = float_dtype(dec.alpha)
@@ -263,7 +263,8 @@ def rate_curve(hw, deploy, target, draft, dec, n_grid=N_GRID, batched=False):
     return RateCurve(switch_off_qps=jnp.where(ok, c.last_down * low, nan),
                      first_crossing_qps=jnp.where(ok, c.first_below * low, nan), max_qps_base=lam_b, max_qps_sd=lam_s,
                      speedup_tpot_low_qps=jnp.where(ok, c.outputs.speedup_tpot[0], nan),
-                     status=jnp.where(ok, _crossover.curve_status(c), code(Curve.NEVER_HELPS)),
+                     status=_crossover.unless_unfit(jnp.where(ok, _crossover.curve_status(c),
+                                                              code(Curve.NEVER_HELPS)), m.cap[..., 1]),
                      qps_low=low, qps_top=top)
 
 

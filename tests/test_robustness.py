@@ -1,0 +1,339 @@
+"""Issue 28's defect classes, one test (or a few) per class at its mechanism: one input-application path
+(engine terms from engine files only; a tree tau used as given or refused), one non-finite policy for
+every writer, serving paths where a prompt does not fit, option handling, and the first hour of a new user
+(calibration that cannot identify, misread Hugging Face configs, defaults)."""
+
+import json
+
+import pytest
+
+from specjax import api, catalogue
+from specjax.cli import main
+from specjax.inputs import hardware
+from specjax.inputs.scenario import Scenario
+
+SILICON = ('name = "x"\nhbm_bytes_per_s = 3.35e12\nhbm_bytes = 8e10\nlink_bytes_per_s = 4.5e11\n'
+           "link_latency_s = 5e-6\n[flops_per_s]\nbf16 = 989e12\n")
+
+
+def run(capsys, args):
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+def one_line_error(capsys, args, text):
+    code, _, err = run(capsys, args)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("specjax: error: ") and text in lines[0], lines[0]
+    return lines[0]
+
+
+# --- 1. one input-application path -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("key", list(catalogue.ENGINE))
+def test_engine_terms_in_a_hardware_file_are_refused(key, tmp_path):
+    """Every engine row of the catalogue: a hardware file carrying it is refused with a line that names the
+    key and says where it belongs (the CLI's engine profile overwrote it, the API with engine=None applied it:
+    one label, two answers)."""
+    p = tmp_path / "gpu.toml"
+    value = catalogue.INPUTS[key].start if catalogue.INPUTS[key].start is not None else 0.5
+    p.write_text(SILICON.replace("[flops", f"{key} = {value}\n[flops"))
+    with pytest.raises(Exception) as e:
+        hardware.load(str(p))
+    msg = str(e.value)
+    assert f"{key} is an engine term" in msg and "engine file" in msg and str(p) in msg and "\n" not in msg
+
+
+def test_api_and_cli_apply_engine_terms_the_same_way(capsys, tmp_path):
+    """The same hardware file and engine file give the same numbers from the CLI and the Python API, and
+    `Scenario(engine=None)` is the default engine (vllm), the CLI's default."""
+    hw, eng = tmp_path / "gpu.toml", tmp_path / "eng.toml"
+    hw.write_text(SILICON)
+    eng.write_text('name = "e"\nflops_efficiency = 0.5\nfixed_overhead_s = 2e-3\n')
+    args = ["point", "--target", "llama-3.1-8b", "--hardware", str(hw), "--alpha", "0.7", "--batch", "8",
+            "--draft-cost", "0.05", "--json"]
+    for engine in (str(eng), "roofline", None):
+        code, out, _ = run(capsys, args + (["--engine", engine] if engine else []))
+        cli = json.loads(out)
+        sc = Scenario("llama-3.1-8b", str(hw), alpha=0.7, batch=8, draft_cost=0.05, engine=engine)
+        py = api.point(sc)
+        assert code == 0 and cli["inputs"]["engine"] == sc.engine == (engine or "vllm")
+        for key in ("speedup", "t_target_s", "t_sd_step_s"):
+            assert cli[key] == py[key], (engine, key)
+    pure = api.point(Scenario("llama-3.1-8b", str(hw), alpha=0.7, batch=8, draft_cost=0.05, engine="roofline"))
+    mine = api.point(Scenario("llama-3.1-8b", str(hw), alpha=0.7, batch=8, draft_cost=0.05, engine=str(eng)))
+    assert mine["t_target_s"] == pytest.approx(pure["t_target_s"] + 2e-3, rel=1e-5)  # 2 ms a pass (memory-bound)
+    vllm = api.point(Scenario("llama-3.1-8b", str(hw), alpha=0.7, batch=8, draft_cost=0.05, engine="vllm"))
+    none = api.point(Scenario("llama-3.1-8b", str(hw), alpha=0.7, batch=8, draft_cost=0.05, engine=None))
+    assert none == vllm
+
+
+TREE = ["point", "--target", "qwen3-8b", "--drafter", "eagle", "--draft", "eagle3-qwen3-8b", "--hardware",
+        "h100-sxm", "--k", "3", "--tree-topk", "2", "--tree-tokens", "6", "--batch", "1"]
+
+
+def test_a_tree_tau_is_used_as_given_or_refused(capsys, tmp_path):
+    """Topk 2, 6 tokens, depth 3 keeps 2, 2, 1 candidates: m = 2, 1, 1/2, so at alpha = 1 the estimate
+    reaches tau = 1 + 1 + 1 + 1/2 = 3.5. A measured 3.5 is used as given; 3.7 was clipped to 3.5 by the
+    bisection (alpha = 1) and is now refused with the ceiling, and a CSV row of it is unsupported."""
+    code, out, _ = run(capsys, TREE + ["--accepted-length", "3.5", "--json"])
+    assert code == 0 and json.loads(out)["tokens_per_step"] == pytest.approx(3.5, rel=1e-5)
+    code, out, _ = run(capsys, TREE + ["--accepted-length", "2.9", "--json"])
+    assert code == 0 and json.loads(out)["tokens_per_step"] == pytest.approx(2.9, rel=1e-5)
+    one_line_error(capsys, TREE + ["--accepted-length", "3.7"], "accepted_length=3.7; expected 1 <= tau <= 3.5")
+    from specjax.inputs import measured
+
+    head = ("series,target,drafter,draft,hardware,tp,batch,k,acceptance_rate,accepted_length,context,weight_dtype,"
+            "measured_speedup,metric,approximate,source_url,tree_topk,tree_tokens\n")
+    row = "A,qwen3-8b,eagle,eagle3-qwen3-8b,h100-sxm,1,1,3,,{tau},180,bf16,1.6,throughput,no,u,2,6\n"
+    p = tmp_path / "m.csv"
+    p.write_text(head + row.format(tau=3.4) + row.format(tau=3.7))
+    rows = measured.load(p)
+    assert rows[0].unsupported is None
+    assert "column accepted_length: 3.7; expected 1 <= tau <= 3.5" in rows[1].unsupported
+
+
+# --- 2. one non-finite policy for every writer -------------------------------------------------------------
+
+def test_every_writer_writes_non_finite_numbers_as_null(tmp_path, capsys):
+    """Parquet, CSV, written JSON and printed JSON share `outputs.finite`: NaN and +-inf become null (an empty
+    CSV cell), in nested values too; nothing else changes."""
+    import math
+
+    import numpy as np
+    import polars as pl
+
+    from specjax.cli.app import print_json
+    from specjax.outputs import io
+
+    df = pl.DataFrame({"x": np.array([1.5, np.inf, -np.inf, np.nan], np.float32), "n": [1, 2, 3, 4],
+                       "status": ["ok", "sd_saturated", "sd_saturated", "invalid_input"]})
+    io.write_parquet_atomic(df, tmp_path / "a.parquet", {})
+    back = pl.read_parquet(tmp_path / "a.parquet")
+    assert back["x"].to_list() == [1.5, None, None, None] and back["n"].to_list() == [1, 2, 3, 4]
+    io.write_csv_atomic(df, tmp_path / "a.csv")
+    assert (tmp_path / "a.csv").read_text().splitlines()[1:3] == ["1.5,1,ok", ",2,sd_saturated"]
+    obj = {"a": math.inf, "b": [float("nan"), 2.0], "c": {"d": np.float32(np.inf), "e": np.float64(0.25)}}
+    io.write_json_atomic(tmp_path / "a.json", obj)
+    text = (tmp_path / "a.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text) == {"a": None, "b": [None, 2.0], "c": {"d": None, "e": 0.25}}
+    print_json(obj)
+    assert json.loads(capsys.readouterr().out) == {"a": None, "b": [None, 2], "c": {"d": None, "e": 0.25}}
+
+
+def test_a_serve_sweep_writes_null_ttft_with_the_status_that_says_why(tmp_path, capsys):
+    """At 30 and 100 requests/s neither side of Llama-3-70B on 4 x H100 keeps up (both cap at 256
+    sequences): TTFT and E2E grow without bound. They were +inf in Parquet; now null, status
+    `both_saturated`; the sustainable 1 request/s row keeps its numbers."""
+    import polars as pl
+
+    spec = tmp_path / "s.toml"
+    spec.write_text('name = "s"\nengine = "vllm"\nhardware = ["h100-sxm"]\n[[pairs]]\ntarget = "llama-3-70b"\n'
+                    'drafter = "model"\ndraft = "qwama-0.5b"\ntp = 4\ndraft_tp = 1\nlabel = "p"\n[fixed]\n'
+                    "input_len = 220\noutput_len = 200\nmax_num_seqs = 256\nalpha = 0.6\nk = 3\n[axes]\n"
+                    'qps = [1.0, 30.0, 100.0]\n[reduce]\nkind = "serve"\n')
+    code, _, err = run(capsys, ["sweep", str(spec), "--out", str(tmp_path / "out")])
+    assert code == 0, err
+    df = pl.read_parquet(tmp_path / "out" / "**" / "*.parquet").sort("qps_req_s")
+    floats = [c for c, t in df.schema.items() if t in (pl.Float32, pl.Float64)]
+    assert not df.select(pl.any_horizontal(pl.col(floats).is_infinite() | pl.col(floats).is_nan())).to_series().any()
+    assert df["status"].cast(str).to_list() == ["ok", "both_saturated", "both_saturated"]
+    assert df["ttft_sd_s"].null_count() == 2 and df["e2e_base_s"].null_count() == 2
+    assert 0 < df["ttft_sd_s"][0] < 1 and df["tpot_sd_s"].null_count() == 0
+
+
+# --- 3. serving paths where one prompt does not fit ---------------------------------------------------------
+
+LONG = ["--target", "llama-3.1-8b", "--hardware", "rtx-3090", "--drafter", "eagle", "--draft", "eagle3-llama-3.1-8b",
+        "--alpha", "0.7", "--k", "3", "--input-len", "120000", "--output-len", "128"]
+
+
+def test_serve_says_does_not_fit_when_one_prompt_does_not(capsys):
+    """A 120k-token prompt's KV cache (128 KiB a token in bf16: 15.7 GB) does not fit a 24 GB RTX 3090 beside
+    Llama-3.1-8B's 16 GB of weights: `serve` crashed formatting a None ratio and called the curve
+    `never_helps`. Now: exit 0,
+    curve status `sd_does_not_fit`, per-rate status `model_does_not_fit` (and no default rates, which would all
+    be 0 req/s: `test_plot_serving_marks_a_scenario_that_does_not_fit`)."""
+    code, out, err = run(capsys, ["serve", *LONG, "--qps", "1", "--json"])
+    r = json.loads(out)
+    assert code == 0 and r["curve_status"] == "sd_does_not_fit" and r["max_qps_sd"] == 0, err
+    assert [p["status"] for p in r["points"]] == ["model_does_not_fit"] and r["points"][0]["tpot_sd_s"] is None
+    code, out, err = run(capsys, ["serve", *LONG, "--qps", "1"])
+    assert code == 0 and "Traceback" not in err and "never" not in out
+    assert "does not fit: one request" in out and "(status sd_does_not_fit; TPOT ratio - as the rate -> 0)" in out
+    assert out.splitlines()[1].split()[-1] == "model_does_not_fit"
+
+
+def test_a_curve_that_does_not_fit_says_so():
+    """The rate and concurrency curves share `crossover.unless_unfit`: a speculative batch cap below one
+    sequence is `sd_does_not_fit`, NaN `invalid_input`, otherwise the curve's own status stands."""
+    import jax.numpy as jnp
+
+    from specjax.cost.status import Curve
+    from specjax.search.crossover import unless_unfit
+
+    got = unless_unfit(jnp.asarray([2, 2, 0, 1], jnp.int8), jnp.asarray([0.0, jnp.nan, 1.0, 300.0]))
+    assert [Curve(int(c)).label for c in got] == ["sd_does_not_fit", "invalid_input", "stops_paying",
+                                                  "helps_throughout"]
+
+
+def test_plot_serving_marks_a_scenario_that_does_not_fit():
+    """`plot serving` crashed on a scenario without rows; now it is a mark with its status, and a figure of
+    nothing is refused in one line."""
+    from specjax.errors import SpecError
+    from specjax.outputs import curves
+
+    fits = Scenario("llama-3.1-8b", "h100-sxm", drafter="ratio", draft_cost=0.05, alpha=0.7, k=3, input_len=1000,
+                    output_len=128)
+    long = Scenario("llama-3.1-8b", "rtx-3090", drafter="ratio", draft_cost=0.05, alpha=0.7, k=3,
+                    input_len=120_000, output_len=128)
+    df, marks = curves.serving_grid({"fits": fits, "long": long}, points=5)
+    assert set(df["label"]) == {"fits"} and df.height == 5
+    assert marks["long"]["curve_status"] == "sd_does_not_fit" and marks["fits"]["curve_status"] != "sd_does_not_fit"
+    with pytest.raises(SpecError, match="nothing to plot: long: does not fit: one request"):
+        curves.serving_grid({"long": long}, points=5)
+
+
+def test_a_rate_row_that_does_not_fit_is_skipped_not_scored(tmp_path, capsys):
+    """Line 4's 120k-token prompt does not fit a 24 GB GPU beside the weights: it was scored with a null
+    prediction, which nulled the file's median APE. It is now unsupported with its status; the other two
+    rows score as before."""
+    head = ("series,target,drafter,draft,hardware,tp,k,acceptance_rate,accepted_length,weight_dtype,metric,"
+            "approximate,source_url,engine,qps,input_len,output_len,measured_ratio\n")
+    row = "{s},llama-3.1-8b,eagle,eagle3-llama-3.1-8b,{h},1,3,0.7,,bf16,tpot,no,u,vllm,{q},{n},128,{m}\n"
+    p = tmp_path / "q.csv"
+    p.write_text(head + row.format(s="A", h="h100-sxm", q=1, n=1000, m=1.5)
+                 + row.format(s="A", h="h100-sxm", q=2, n=1000, m=1.4)
+                 + row.format(s="B", h="rtx-3090", q=1, n=120_000, m=1.5))
+    code, out, _ = run(capsys, ["validate", str(p), "--json"])
+    r = json.loads(out)
+    assert code == 0 and r["rows_scored"] == 2 and r["rows_unsupported"] == 1
+    assert r["unsupported_reasons"] == ["not predicted: status model_does_not_fit (the model does not fit with one "
+                                        "sequence: its weights, or them and one request's KV)"]
+    assert r["median_ape"] == pytest.approx(r["groups"]["source"]["u"]["median_ape"]) and 0 < r["median_ape"] < 1
+    assert r["level"]["rows_scored"] == 1 and r["shape"]["rows_scored"] == 1
+
+
+# --- 6. the first hour ---------------------------------------------------------------------------------------
+
+def test_calibration_on_two_rows_identifies_nothing_and_is_refused(tmp_path):
+    """Two speedups cannot bound the errors of 9 engine terms (no residual degrees of freedom): the fit had
+    called 7 of them identified (standard error 0, condition number inf) and written the profile. Now
+    every term without a bounded error is held, and a fit that identifies none is refused; nothing is
+    written."""
+    from specjax.engine import calibrate
+    from specjax.errors import SpecError
+    from specjax.inputs import measured
+
+    p = tmp_path / "c.csv"
+    p.write_text("series,target,drafter,draft,hardware,tp,batch,k,acceptance_rate,accepted_length,context,"
+                 "weight_dtype,measured_speedup,metric,approximate,source_url\n"
+                 "A,llama-3.1-8b,eagle,eagle3-llama-3.1-8b,h100-sxm,1,1,3,0.7,,1000,bf16,2.1,throughput,no,u\n"
+                 "A,llama-3.1-8b,eagle,eagle3-llama-3.1-8b,h100-sxm,1,32,3,0.7,,1000,bf16,1.6,throughput,no,u\n")
+    with pytest.raises(SpecError, match=r"the data identify none of the engine terms \(2 residuals from 2 training"):
+        calibrate.fit(measured.load(p), holdout_fraction=0.0, steps=50)
+    assert not calibrate.needed(1e-9, 1.0, n_res=2, n_fit=2)  # no degrees of freedom: nothing shown needed
+    assert calibrate.needed(0.01, 0.1, n_res=20, n_fit=2)  # (0.1 - 0.01) / 0.01 x 18 = 162 > 4
+
+
+def test_the_first_real_error_is_reported(capsys):
+    """A mistyped --hardware is named (with close matches) before the default drafter's missing cost; the
+    cost's message says which drafter needs it and what else to choose."""
+    base = ["point", "--target", "llama-3.1-8b", "--alpha", "0.7"]
+    one_line_error(capsys, base + ["--hardware", "h100"], "unknown hardware 'h100'; did you mean")
+    one_line_error(capsys, base + ["--hardware", "h100-sxm"],
+                   "drafter='ratio' (the default) needs draft_cost (--draft-cost, 0 <= c <= 10")
+    one_line_error(capsys, base + ["--hardware", "h100-sxm", "--draft-cost", "0.1", "--engine", "vlm"],
+                   "unknown engine 'vlm'; did you mean vllm")
+
+
+def test_point_defaults_to_batch_1(capsys):
+    code, out, _ = run(capsys, ["point", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--alpha", "0.7",
+                                "--draft-cost", "0.1", "--json"])
+    r = json.loads(out)
+    code1, out1, _ = run(capsys, ["point", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--alpha", "0.7",
+                                  "--draft-cost", "0.1", "--batch", "1", "--json"])
+    assert code == code1 == 0 and r["inputs"]["batch"] == 1 and r == json.loads(out1)
+
+
+def _gemma2_9b(**kw):
+    """google/gemma-2-9b's config.json (no layer_types: transformers alternates sliding and global layers)."""
+    cfg = dict(architectures=["Gemma2ForCausalLM"], model_type="gemma2", hidden_size=3584, intermediate_size=14336,
+               num_hidden_layers=42, num_attention_heads=16, num_key_value_heads=8, head_dim=256,
+               vocab_size=256000, max_position_embeddings=8192, sliding_window=4096, torch_dtype="float32",
+               hidden_activation="gelu_pytorch_tanh")
+    cfg.update(kw)
+    return {k: v for k, v in cfg.items() if v is not None}
+
+
+def test_hugging_face_configs_are_read_right_or_refused_by_field(tmp_path, capsys):
+    """Gemma-2's 42 layers alternate a 4,096-token window and global attention (21 + 21, was 42 global);
+    float32 is fp32 (was bf16); a missing tie_word_embeddings is its class's default (Gemma: tied, Llama:
+    untied); an unknown dtype, a window without a known layer pattern, a context beyond
+    max_position_embeddings and an EAGLE head of another vocabulary are refused by field."""
+    from specjax.inputs import config, models
+
+    a = config.from_dict(_gemma2_9b())
+    assert (a.n_full_layers, a.n_window_layers, a.window) == (21, 21, 4096.0)
+    assert a.weight_dtype == "fp32" and a.tied is True and a.max_context == 8192
+    assert config.from_dict(_gemma2_9b(model_type="gemma3_text", num_hidden_layers=48)).n_full_layers == 8  # 5:1
+    llama = {k: v for k, v in json.loads((models.PRESET_DIR / "llama-3.1-8b.json").read_text()).items()
+             if k not in ("_specjax", "tie_word_embeddings")}
+    assert config.from_dict(llama).tied is False and config.from_dict({**llama, "model_type": "other"}).tied is True
+    assert config.from_dict({**llama, "torch_dtype": None, "dtype": "float16"}).weight_dtype == "fp16"
+    for bad, field in ((dict(torch_dtype="float8"), "torch_dtype='float8'"),
+                       (dict(model_type="starcoder2", sliding_window=4096), "sliding_window=4096")):
+        with pytest.raises(Exception, match=field):
+            config.from_dict({**llama, **bad})
+    p = tmp_path / "gemma.json"
+    p.write_text(json.dumps(_gemma2_9b()))
+    base = ["point", "--target", str(p), "--hardware", "h100-sxm", "--drafter", "ngram", "--alpha", "0.5"]
+    code, out, _ = run(capsys, base + ["--context", "8000", "--json"])
+    assert code == 0 and json.loads(out)["inputs"]["weight_dtype"] == "fp32"
+    one_line_error(capsys, base + ["--context", "9000"], "context=9000.0")
+    one_line_error(capsys, base + ["--context", "9000"], "context <= 8192 tokens, the max_position_embeddings of")
+    head = tmp_path / "head.json"
+    cfg = json.loads((models.PRESET_DIR / "eagle3-llama-3.1-8b.json").read_text())
+    head.write_text(json.dumps({**cfg, "vocab_size": 151936}))
+    one_line_error(capsys, ["point", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "eagle",
+                            "--draft", str(head), "--alpha", "0.7"],
+                   "an EAGLE head with vocab_size 128256 like the target llama-3.1-8b (this one has 151936")
+
+
+def test_the_report_names_the_dtypes_the_sweep_ran_with(tmp_path):
+    """A sweep with weight_dtype fp8 and compute dtype fp8 was reported as bf16 weights and bf16 peaks (the
+    config's dtype and a fixed bf16 column); the tables now show what the sweep ran with."""
+    from specjax.engine import sweep
+    from specjax.inputs import spec
+    from specjax.outputs import report
+
+    text = ('name = "f"\nengine = "roofline"\ncompute_dtype = "fp8"\nhardware = ["h100-sxm"]\n[[pairs]]\n'
+            'target = "llama-3.1-8b"\ndrafter = "ratio"\ndraft_cost = 0.1\nweight_dtype = "fp8"\n'
+            '[fixed]\nk = 3\nkv_dtype = "fp8"\n[axes]\nbatch = [1, 16]\nalpha = [0.7]\n')
+    sp = spec.from_text(text, "f.toml")
+    sweep.run(sp, tmp_path / "data")
+    report.write(sp, tmp_path / "data", tmp_path / "r")
+    page = (tmp_path / "r" / "index.html").read_text()
+    assert "fp8/fp8" in page and "bf16/bf16" not in page and "bf16_tflops" not in page
+    assert "peak_tflops" in page and "1979" in page  # H100 SXM's dense FP8 peak, TFLOP/s
+
+
+def test_a_sweep_summary_says_its_crossing_is_a_grid_point():
+    """The seed sweep's summary printed 222.9 and 1978 (grid points) beside README's bisected 222.4 and
+    1974 without a word; the column is now `first_grid_batch_below_1` and the note says why they differ."""
+    import polars as pl
+
+    from specjax.cli.sweep import print_summary
+    from specjax.outputs import summary
+
+    import contextlib
+    import io as _io
+
+    buf = _io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        print_summary(pl.DataFrame({"hardware": ["h200"], "pair": ["p"], summary.GRID_BELOW_1: [222.9]}))
+    assert "first_grid_batch_below_1 222.9" in buf.getvalue() and "`specjax crossover` bisects it" in buf.getvalue()
