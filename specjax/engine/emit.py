@@ -426,8 +426,8 @@ def _sglang(out, v, scenario, ranges, table, margin, model, admission):
                         engine_version={**out["engine_version"], "minimum": _dot(feats["oldest"])})
         if name == "DFLASH":  # one block of k + 1 tokens (the last verified one and k drafts), in one pass
             cfg.update(speculative_dflash_block_size=k + 1, speculative_num_draft_tokens=k + 1)
-            out["warnings"].append("SGLang's DFLASH runs without DP attention, with pp_size 1 and the overlap "
-                                   "scheduler off (SGLang PR 22077, 23553)")
+            out["warnings"].append("SGLang's DFLASH (PR 22077, 2026-04; first release not checked) runs without DP "
+                                   "attention and with pp_size 1; its overlap scheduler (spec v2) came in PR 23000")
         else:
             cfg.update(speculative_num_steps=k, speculative_eagle_topk=1, speculative_num_draft_tokens=k + 1)
         out["engine_version"]["minimum"] = _dot(feats["oldest"])
