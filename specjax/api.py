@@ -66,8 +66,10 @@ def inputs(scenario):
     w, e, _, kv = models.dtype_names(arch, scenario.weight_dtype, scenario.expert_dtype, scenario.kv_dtype)
     out.update(weight_dtype=w, expert_dtype=e, kv_dtype=kv, alpha=finite_or_none(np.float32(scenario.resolved_alpha())),
                gpus=scenario.tp * scenario.dp_attention, rates=scenario.rates())
-    if scenario.drafter == "parallel":  # the passes evaluated (default 1)
+    if scenario.drafter == "parallel":  # the passes evaluated (default 1); no such key for a chain drafter
         out.update(draft_passes=scenario.draft_passes or 1)
+    else:
+        out.pop("draft_passes", None)
     if scenario.has_load:  # the scheduler limits used, and where each came from (given or the engine's default)
         limits = scenario.scheduler_limits()
         out.update({n: v for n, (v, _) in limits.items()}, scheduler_source={n: w for n, (_, w) in limits.items()})
