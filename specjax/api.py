@@ -66,6 +66,10 @@ def inputs(scenario):
     w, e, _, kv = models.dtype_names(arch, scenario.weight_dtype, scenario.expert_dtype, scenario.kv_dtype)
     out.update(weight_dtype=w, expert_dtype=e, kv_dtype=kv, alpha=finite_or_none(np.float32(scenario.resolved_alpha())),
                gpus=scenario.tp * scenario.dp_attention, rates=scenario.rates())
+    if scenario.drafter == "parallel":  # the passes evaluated (default 1); no such key for a chain drafter
+        out.update(draft_passes=scenario.draft_passes or 1)
+    else:
+        out.pop("draft_passes", None)
     if scenario.has_load:  # the scheduler limits used, and where each came from (given or the engine's default)
         limits = scenario.scheduler_limits()
         out.update({n: v for n, (v, _) in limits.items()}, scheduler_source={n: w for n, (_, w) in limits.items()})
@@ -163,6 +167,10 @@ def optimize_trees(scenario, batches, max_depth=8, dtype=None):
     `shape_by_batch` objects with batch, status (of the best shape), depth, topk, tokens, speedup,
     chain_k, chain_speedup. A shape with speedup <= 1 means: switch speculation off there."""
     hw, deploy, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
+    if dec.is_parallel:
+        from .errors import SpecError
+        raise SpecError("draft trees need a chain drafter; drafter='parallel' proposes one block of k tokens "
+                        "(search its block size k without --trees)")
     if not dec.is_tree:
         one = jnp.ones_like(dec.k)
         dec = dec.replace(tree_topk=one, tree_tokens=dec.k + one)
@@ -180,14 +188,28 @@ def optimize_trees(scenario, batches, max_depth=8, dtype=None):
                 max_depth=int(max_depth), inputs=inputs(scenario))
 
 
+def block_k(scenario):
+    """The most draft tokens the scenario's drafter proposes per step, where its config fixes it: a DFlash
+    drafter fills a block of `block_size` tokens, the first the last verified one (k <= block_size - 1);
+    None for every other drafter."""
+    if scenario.drafter != "parallel":
+        return None
+    from .inputs import models
+
+    block = models.load_architecture(scenario.draft).block_size
+    return block - 1 if block else None
+
+
 def optimize(scenario, batches, k_max=16, batch_max=65536.0, dtype=None, method="optax", ignore_memory=False):
     """k* (optax search, integer-checked) at each batch that fits in memory with the drafter (`status`
     per batch; k* is None where it does not fit), and the switch-off batch of the best-k envelope, with
     what bounds it: `pays_up_to` = the switch-off batch, else the largest batch that fits with the
     drafter at k_max, else the search bound (`pays_up_to_bound`: switch_off | memory | search_bound |
     never_pays). `ignore_memory`: pure roofline, as `point --ignore-memory`: k* at every batch whose
-    inputs are physical (the status still says what does not fit), and memory bounds nothing."""
+    inputs are physical (the status still says what does not fit), and memory bounds nothing.
+    `k_max`: the largest k searched (a DFlash drafter's block less one where smaller)."""
     hw, deploy, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
+    k_max = min(k_max, block_k(scenario) or k_max)  # a DFlash drafter: at most its block
     b = np.asarray(batches, dtype=np.asarray(dec.alpha).dtype)
     per, status, off, never, mem = _opt(hw, deploy, tgt, draft, dec, b, batch_max, int(k_max), method)
     rows = []
@@ -210,7 +232,7 @@ def optimize(scenario, batches, k_max=16, batch_max=65536.0, dtype=None, method=
     else:
         up_to, bound = float(batch_max), "search_bound"
     return dict(k_star_by_batch=rows, switch_off_batch=off, max_batch_sd=max_batch_sd, batch_bound=float(batch_max),
-                pays_up_to=up_to, pays_up_to_bound=bound, inputs=inputs(scenario))
+                pays_up_to=up_to, pays_up_to_bound=bound, k_max=int(k_max), inputs=inputs(scenario))
 
 
 AUTO_QPS = (0.01, 1.2)  # default rates: fractions of the larger sustainable rate, log-spaced

@@ -252,6 +252,10 @@ _ALL = (
     _i("draft_kv_budget", "op", "draft_kv_budget", 1, 1e9, "tokens of KV the drafter keeps per layer",
        "draft_kv_budget_tokens", fixed=True, sensitivity=False, help="Tokens of KV the drafter keeps and reads per "
        "layer (StreamingLLM / MagicDec; default: all).", pair=True, **_S),
+    _i("draft_passes", "op", "draft_passes", 1, 64, "passes of a parallel drafter per step", "draft_passes",
+       fixed=True, integer=True, sensitivity=False, help="Passes of a parallel drafter per step, each over B x k "
+       "tokens (drafter=parallel: 1 for PARD and P-EAGLE, DFlash's denoising steps; default 1).", pair=True,
+       csv="draft_passes", **_S),
     _i("context", "op", "context", 0, 1e8, "tokens in each sequence's KV cache", "context_tokens", fixed=True,
        default=2048.0, help="Tokens in each sequence's KV cache.", csv="context", **_S),
     _c("weight_dtype", "dtype", None, "Weight dtype for all weights (default: from config).", "system", pair=True,

@@ -168,9 +168,10 @@ def speedup(*args, **kw):
 
 
 def step_times(hw, tgt, draft, batch, k, alpha, ctx, tp=1.0, c=0.0, mode="operator", locality=0.0, lay=None,
-               rates=None, tree=None, kv_budget=math.inf):
+               rates=None, tree=None, kv_budget=math.inf, passes=None):
     """(tau, T_target(B, 1), T_sd(B)) (docs/model.md §5.2); `rates`: per-position acceptance; `tree`: (topk,
-    tokens) of a draft tree of depth k; `kv_budget`: the drafter's KV tokens per layer."""
+    tokens) of a draft tree of depth k; `kv_budget`: the drafter's KV tokens per layer; `passes`: a
+    parallel drafter's passes p, each over B x k tokens (docs/model.md §5.2; None: a chain of k passes)."""
     lay = lay or layout_of(tp)
     base = t_pass(tgt, hw, batch, 1, ctx, mode=mode, locality=locality, lay=lay)
     has_draft = draft["p_dense"] + draft["p_head"] + draft["p_expert"] > 0
@@ -180,6 +181,9 @@ def step_times(hw, tgt, draft, batch, k, alpha, ctx, tp=1.0, c=0.0, mode="operat
     topk, tokens = tree or (1, k + 1)
     rest = t_pass(draft, hw, batch, topk, dctx, mode=mode, locality=locality, lay=drafter_layout(lay)) + extra
     drafting = (first + (k - 1) * rest) if k >= 1 else 0.0
+    if passes is not None:  # one block of k tokens, p times
+        drafting = passes * (t_pass(draft, hw, batch, k, dctx, mode=mode, locality=locality,
+                                    lay=drafter_layout(lay)) + extra)
     t_sd = drafting + t_pass(tgt, hw, batch, tokens, ctx, mode=mode, locality=locality, lay=lay) \
         + (hw.get("step_overhead_s", 0.0) if k > 0 else 0.0)
     rate_at = (lambda d: rates[min(d, len(rates)) - 1]) if rates else (lambda d: alpha)

@@ -1,8 +1,9 @@
 """Regenerate the README's figures (docs/*.png) from the shipped specs and data.
 
 Run from the repository root: ``python tools/make_figures.py`` (``... validation``: only
-docs/validation.png). Every number in a figure comes from specjax itself: the seed sweep, the
-sensitivity kernel and the validation of data/measured/*.csv (pure, shipped, leave one source out).
+docs/validation.png; ``... parallel``: only docs/parallel_drafters.png). Every number in a figure
+comes from specjax itself: the seed sweep, the sensitivity kernel and the validation of
+data/measured/*.csv (pure, shipped, leave one source out).
 """
 
 import pathlib
@@ -84,8 +85,23 @@ def main():
     fig, _ = plots.serving_figure(*curves.serving_grid({f"llama-3-70b | alpha={a:g}": Scenario(**blog, alpha=a)
                                                         for a in (0.5, 0.6, 0.7)}))
     plots.save(fig, docs / "serving")
+    parallel_figure(docs)
     validation_figure(docs)
     shutil.rmtree(tmp)
+
+
+def parallel_figure(docs):
+    """docs/parallel_drafters.png: a chain EAGLE-3 head, a chain draft model, the same weights as a parallel
+    drafter (PARD) and a DFlash drafter, all k = 8 at one alpha, over batch (README "Parallel drafters"). No
+    measured parallel-drafter row exists yet (data/heldout/README.md), so the figure has none."""
+    base = dict(target="llama-3.1-8b", hardware="h200", k=8, alpha=0.8, context=1024.0, engine="vllm")
+    scen = {"EAGLE-3 head, chain": Scenario(**base, drafter="eagle", draft="eagle3-llama-3.1-8b"),
+            "Llama-3.2-1B draft model, chain": Scenario(**base, drafter="model", draft="llama-3.2-1b"),
+            "PARD-Llama-3.2-1B, parallel (p 1)": Scenario(**base, drafter="parallel", draft="pard-llama-3.2-1b"),
+            "DFlash (5 layers), parallel (p 1)": Scenario(**base, drafter="parallel", draft="dflash-llama-3.1-8b")}
+    fig, _ = plots.speedup_figure(curves.speedup_grid(scen, np.geomspace(1, 4096, 241)),
+                                  title="Llama-3.1-8B on H200 (vLLM), k 8, alpha 0.8: chain vs parallel drafters")
+    plots.save(fig, docs / "parallel_drafters")
 
 
 def validation_figure(docs):
@@ -108,5 +124,7 @@ def validation_figure(docs):
 if __name__ == "__main__":
     if sys.argv[1:] == ["validation"]:  # only the validation figure (a leave-one-source-out run, ~3 min)
         validation_figure(ROOT / "docs")
+    elif sys.argv[1:] == ["parallel"]:
+        parallel_figure(ROOT / "docs")
     else:
         main()

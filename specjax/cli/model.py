@@ -155,9 +155,12 @@ def optimize(model,
     bound, up_to = r["pays_up_to_bound"], r["pays_up_to"]
     print("\n" + {"switch_off": f"switch speculation off above batch {_b(up_to)} (the best k no longer pays there)",
                   "memory": f"speculation pays up to batch {_b(up_to)}: the largest batch that fits in memory with "
-                            f"the drafter (k = {k_max})",
+                            f"the drafter (k = {r['k_max']})",
                   "search_bound": f"speculation pays up to the search bound {_b(up_to)} (--batch-max)",
                   "never_pays": "speculation never pays here (k* = 0 at every batch)"}[bound])
+    if r["k_max"] < k_max:
+        print(f"k searched up to {r['k_max']}: the drafter fills a block of {r['k_max'] + 1} tokens (its config's "
+              "block_size)")
     print_inputs(r["inputs"])
 
 

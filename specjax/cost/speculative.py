@@ -1,6 +1,8 @@
 """One speculative-decoding operating point: step times, speedup, throughputs, memory (docs/model.md §5, §6).
 
-T_sd(B) = k * (T_draft(B, 1) + T_draft_fixed) + T_target(B, k+1) + T_step_fixed, where a draft pass
+T_sd(B) = k * (T_draft(B, 1) + T_draft_fixed) + T_target(B, k+1) + T_step_fixed for a chain drafter, and
+p * (T_draft(B, k) + T_draft_fixed) + T_target(B, k+1) + T_step_fixed for a parallel drafter (docs/model.md §5.2:
+p passes, each over the B x k draft tokens), where a draft pass
 is the draft model's own pass (in the drafter's layout, `Deployment.drafter`) plus c * T_target(B, 1)
 (c = `draft_cost_ratio`; 0 for model drafters, the whole cost for the cost-ratio drafter); T_draft_fixed
 applies to drafters that run a model (not n-gram lookup, not the ratio drafter, whose c already is the
@@ -30,9 +32,9 @@ class Result(NamedTuple):
     tokens_per_step: float
     alpha: float
     t_target_s: float        # plain decode pass T_target(B, 1)
-    t_draft_s: float         # one draft pass
+    t_draft_s: float         # one draft pass (a parallel drafter's: one pass over B x k tokens)
     t_verify_s: float        # T_target(B, k+1)
-    t_sd_step_s: float       # k * t_draft + t_verify
+    t_sd_step_s: float       # k * t_draft + t_verify (a parallel drafter: p * t_draft + t_verify)
     throughput_base_tok_s: float
     throughput_sd_tok_s: float
     max_batch_base: float
@@ -79,6 +81,11 @@ def times(hw, deploy, target, draft, dec):
         t_draft = drafting / jnp.maximum(dec.k, 1.0)
     else:
         drafting = dec.k * t_draft
+    if dec.is_parallel:  # p passes over B x k tokens each, T_draft_fixed per pass (docs/model.md §5.2)
+        block = pass_cost(hw, draft_layout, draft, dec.batch, dec.k, draft_ctx, lam).t_s + fixed
+        par = dec.draft_passes > 0  # 0: a chain point stacked with parallel ones
+        drafting = jnp.where(par, dec.draft_passes * block, drafting)
+        t_draft = jnp.where(par, block, t_draft)
     t_sd = drafting + verify.t_s + jnp.where(dec.k > 0, hw.step_overhead_s, 0.0)
     return tau, base, verify, t_draft, t_sd
 

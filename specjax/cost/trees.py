@@ -307,6 +307,9 @@ class Decode:
         greedy decoding). Distinct experts are those of n_eff = q (1 + (1 - lambda)(B - 1)) tokens.
       draft_kv_budget: None (the drafter keeps all of its KV) or the tokens of KV it keeps and reads per
         layer, min(L, b) (docs/model.md §5.2). Like `rates` and the tree, None is part of the tree structure.
+      draft_passes: None (a chain drafter: k sequential passes over B tokens) or, per point, the passes p
+        of a parallel drafter (docs/model.md §5.1: PARD, P-EAGLE, DFlash), each over B x k tokens; 0 marks a
+        chain point among parallel ones (rows of a measurement file stacked together).
       rates: None (i.i.d. alpha) or the conditional acceptance of each draft position a_1..a_V (last
         axis; docs/model.md §4.3). Whether it is None is part of the tree structure: each compiles once.
       tree_topk, tree_tokens: None (a chain) or a draft tree of depth k, branching `tree_topk`,
@@ -325,6 +328,7 @@ class Decode:
     draft_cost_ratio: float = 0.0
     expert_locality: float = 0.0
     draft_kv_budget: object = None
+    draft_passes: object = None
     rates: object = None
     tree_topk: object = None
     tree_tokens: object = None
@@ -350,6 +354,11 @@ class Decode:
     def draft_context(self, tokens):
         """KV tokens the drafter reads or stores for `tokens` of context: min(tokens, budget)."""
         return tokens if self.draft_kv_budget is None else jnp.minimum(tokens, self.draft_kv_budget)
+
+    @property
+    def is_parallel(self):
+        """True when some point of this operating point drafts in parallel (`draft_passes` given)."""
+        return self.draft_passes is not None
 
     @property
     def verify_tokens(self):

@@ -7,7 +7,8 @@ the drafter. Per batch it keeps the smallest k whose speedup is within a relativ
 ties do not make k flap between ranges) where that speedup is at least 1 + margin (else k = 0: speculation
 off; the margin keeps a threshold clear of the batch where the speedup crosses 1, where users see the
 engine flap between on and off), and merges equal neighbours into ranges [first, last, k]. `emit.emit`
-writes them as the configuration an engine version reads as meant.
+writes them as the configuration an engine version reads as meant. A DFlash drafter's k is searched up to
+its config's block_size - 1 (the block holds the last verified token and the drafts; `api.block_k`).
 """
 
 import functools
@@ -54,7 +55,10 @@ def schedule(scenario, max_num_seqs, k_max=8, margin=MARGIN, dtype=None, tie=TIE
     max_num_seqs, that fits with the drafter at some k."""
     if scenario.tree_topk is not None:
         raise SpecError("advise schedules chain draft lengths; drop --tree-topk/--tree-tokens")
+    from ..api import block_k
+
     hw, deploy, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
+    k_max = min(k_max, block_k(scenario) or k_max)  # a DFlash drafter: at most its block less one
     ranks = int(scenario.dp_attention)
     per_rank = np.arange(1, int(max_num_seqs) + 1)
     batches = (per_rank * ranks).astype(np.asarray(dec.alpha).dtype)

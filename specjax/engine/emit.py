@@ -20,6 +20,16 @@ why and what it costs. The reading rules followed (tested by re-implementation i
   the slot of the largest key <= it; a slot with one candidate step always runs it. The emitted
   `--cuda-graph-bs` holds every range's last batch, so padding never crosses a range boundary.
   `--max-running-requests` counts all attention-DP ranks (the scheduler's `per_dp_max_running_requests`).
+
+A parallel drafter (docs/model.md §5.1) is named by the kind of its config (`PARALLEL`, `parallel_kind`):
+- vLLM: PARD as `draft_model` and P-EAGLE as `eagle3`, both with `"parallel_drafting": true` (the
+  `SpeculativeConfig` field, first in 0.16, vLLM PR 32887), DFlash as `dflash` (first in 0.20; parallel
+  drafting is implied);
+- TensorRT-LLM: `decoding_type` `PARD` (`PARDDecodingConfig`) or `DFlash` (`DFlashDecodingConfig`, PR
+  12794); no parallel EAGLE head;
+- SGLang: `--speculative-algorithm DFLASH` (PR 22077) with `--speculative-dflash-block-size k+1` and
+  `--speculative-num-draft-tokens k+1` (SGLang requires the two equal and sets steps and top-k to 1); no
+  PARD or P-EAGLE, and no `--speculative-adaptive` for DFLASH.
 """
 
 import json
@@ -37,6 +47,13 @@ VERSIONS = {
     "sglang": dict(oldest=(0, 4), default="0.5.20", adaptive=(0, 5, 10)),
 }
 VERSION_FORM = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-]?[A-Za-z0-9.]*)?")  # 0.29, v1.3.0rc1, 0.5.20
+# a parallel drafter per engine, by the kind of its config: (name, extra keys, first version) or None (not served)
+PARALLEL = {
+    "vllm": {"model": ("draft_model", {"parallel_drafting": True}, (0, 16)),
+             "eagle": ("eagle3", {"parallel_drafting": True}, (0, 16)), "dflash": ("dflash", {}, (0, 20))},
+    "trtllm": {"model": ("PARD", {}, None), "eagle": None, "dflash": ("DFlash", {}, None)},
+    "sglang": {"model": None, "eagle": None, "dflash": ("DFLASH", {}, None)},
+}
 ADAPTIVE_FILE = "specjax-adaptive.json"
 ADMISSION = {"vllm": "max_num_seqs", "trtllm": "max_batch_size", "sglang": "max_running_requests"}
 # the engine's name for a drafter kind; an EAGLE head: (EAGLE-1/2 name, EAGLE-3 name)
@@ -66,10 +83,44 @@ def _dot(v):
     return ".".join(map(str, v))
 
 
-def method(scenario, engine):
-    """The engine's name for the scenario's drafter (EAGLE-3 heads told apart by their config)."""
+def parallel_kind(scenario):
+    """"dflash", "eagle" (P-EAGLE) or "model" (PARD): the config behind a parallel drafter."""
     from ..inputs import models
 
+    arch = models.load_architecture(scenario.draft)
+    return "dflash" if arch.dflash_features else ("eagle" if arch.eagle_version else "model")
+
+
+def parallel(scenario, engine):
+    """(name, extra configuration keys, first version or None) of the scenario's parallel drafter in the engine;
+    a one-line `SpecError` where the engine has none of its kind."""
+    kind = parallel_kind(scenario)
+    found = PARALLEL[engine][kind]
+    if found is None:
+        what = {"eagle": "parallel EAGLE head (P-EAGLE)", "model": "parallel draft model (PARD)"}[kind]
+        served = [e for e, table in PARALLEL.items() if table[kind]]
+        raise SpecError(f"emit={engine!r} serves no {what} (draft={scenario.draft!r}); expected emit= one of "
+                        f"{', '.join(served)}")
+    return found
+
+
+def _at_least(out, v, first, what):
+    """Raise the configuration's minimum engine version to `first` (a tuple) where that is newer; a warning where
+    the version written for (`v`) is older than that."""
+    have = tuple(int(x) for x in out["engine_version"]["minimum"].split("."))
+    if first and first > have:
+        out["engine_version"]["minimum"] = _dot(first)
+    if first and v < first:
+        out["warnings"].append(f"{what} is first in {_dot(first)}; {_dot(v)} does not read it")
+
+
+def method(scenario, engine):
+    """The engine's name for the scenario's drafter (EAGLE-3 heads told apart by their config; a parallel
+    drafter by the kind of its config, `parallel`)."""
+    from ..inputs import models
+
+    if scenario.drafter == "parallel":
+        return parallel(scenario, engine)[0]
     names = METHODS[engine]
     if scenario.drafter not in names:
         raise SpecError(f"drafter={scenario.drafter!r} has no engine configuration (an abstract cost-ratio or "
@@ -250,6 +301,10 @@ def _vllm(out, v, scenario, ranges, table, margin, model, admission):
         out["engine_version"]["minimum"] = _dot(feats["oldest"])
     if scenario.draft_tp:
         spec["draft_tensor_parallel_size"] = scenario.draft_tp
+    if scenario.drafter == "parallel":
+        _, extra, first = parallel(scenario, "vllm")
+        spec.update(extra)
+        _at_least(out, v, first, f"vLLM's {name}" + (" with parallel_drafting" if extra else ""))
     n = runs[-1][1]
     cfg = {"max_num_seqs": n, "speculative_config": spec}
     line = f"--max-num-seqs {n} --speculative-config '{json.dumps(spec)}'"
@@ -316,6 +371,9 @@ def _trtllm(out, v, scenario, ranges, table, margin, model, admission):
             out["warnings"].append(f"recent TensorRT-LLM code (PR 16888) floors the draft-target one-model path's "
                                    f"scheduled 0 at 1: batches {', '.join(off)} would draft 1 instead of switching "
                                    "off on such a build")
+    if scenario.drafter == "parallel" and "draft_len_schedule" in spec:
+        out["warnings"].append(f"TensorRT-LLM's {name} path may not read draft_len_schedule (not checked in its "
+                               "sources): if it does not, it drafts max_draft_len at every batch")
     n = runs[-1][1]
     cfg = {"max_batch_size": n, "speculative_config": spec}
     line = f"max_batch_size: {n}\nspeculative_config: {json.dumps(spec)}"
@@ -367,7 +425,12 @@ def _sglang(out, v, scenario, ranges, table, margin, model, admission):
             c, line = _off("sglang", scenario, admission)
             return dict(out, config=c, command_line=line, runs=runs,
                         engine_version={**out["engine_version"], "minimum": _dot(feats["oldest"])})
-        cfg.update(speculative_num_steps=k, speculative_eagle_topk=1, speculative_num_draft_tokens=k + 1)
+        if name == "DFLASH":  # one block of k + 1 tokens (the last verified one and k drafts), in one pass
+            cfg.update(speculative_dflash_block_size=k + 1, speculative_num_draft_tokens=k + 1)
+            out["warnings"].append("SGLang's DFLASH (PR 22077, 2026-04; first release not checked) runs without DP "
+                                   "attention and with pp_size 1; its overlap scheduler (spec v2) came in PR 23000")
+        else:
+            cfg.update(speculative_num_steps=k, speculative_eagle_topk=1, speculative_num_draft_tokens=k + 1)
         out["engine_version"]["minimum"] = _dot(feats["oldest"])
     cfg["max_running_requests"] = runs[-1][1] * dp
     if dp > 1:
@@ -380,5 +443,6 @@ def _sglang(out, v, scenario, ranges, table, margin, model, admission):
     return dict(out, config=cfg, command_line=" ".join(flags), runs=runs)
 
 
-__all__ = ["ENGINES", "VERSIONS", "ADMISSION", "METHODS", "parse_version", "method", "draft_name", "merge",
+__all__ = ["ENGINES", "VERSIONS", "ADMISSION", "METHODS", "PARALLEL", "parse_version", "parallel_kind", "parallel",
+           "method", "draft_name", "merge",
            "per_batch", "single_k", "cuda_graph_bs", "emit"]

@@ -2,7 +2,8 @@
 
 Handles dense/GQA (Llama, Qwen), MoE with shared experts and leading dense layers
 (Mixtral, DeepSeek, Qwen-MoE, GLM-MoE, Llama-4, gpt-oss), sliding-window and chunked
-layer types, MLA (DeepSeek), EAGLE-1/EAGLE-3 heads, MTP layers and T5 decoders.
+layer types, MLA (DeepSeek), EAGLE-1/EAGLE-3 heads, DFlash block-diffusion drafters
+(`DFlashDraftModel`: `block_size`, `dflash_config`), MTP layers and T5 decoders.
 Parameters are weight matrices only (docs/model.md §2.8): biases, norms and sinks are ignored.
 """
 
@@ -47,6 +48,8 @@ class Architecture:
     eagle_version: int = 0
     draft_vocab: int = 0
     mla: bool = False            # multi-head latent attention: one latent per token, shared by all heads
+    block_size: int = 0          # a DFlash drafter: tokens of the block it fills (anchor + block_size - 1 drafts)
+    dflash_features: int = 0     # a DFlash drafter: target layers whose hidden states its fc projects (0: none)
     cross_attention: bool = False  # encoder-decoder (T5): every decoder layer also attends to the encoder
     max_context: int = 0         # longest sequence it takes (max_position_embeddings, RoPE-scaled); 0: unknown
     source: str = ""
@@ -114,7 +117,7 @@ HI = {"hidden_size": 1 << 20, "d_model": 1 << 20, "num_hidden_layers": 10_000, "
       "draft_vocab_size": 1 << 27, "kv_lora_rank": 1 << 20, "q_lora_rank": 1 << 20, "qk_rope_head_dim": 1 << 16,
       "qk_nope_head_dim": 1 << 16, "v_head_dim": 1 << 16, "num_experts": 1 << 20, "num_experts_per_tok": 1 << 20,
       "n_shared_experts": 1 << 10, "num_nextn_predict_layers": 100, "sliding_window": 1 << 40,
-      "attention_chunk_size": 1 << 40}
+      "attention_chunk_size": 1 << 40, "block_size": 1024}
 SIZE_HI = 1 << 27  # FFN widths
 
 
@@ -326,6 +329,9 @@ def from_dict(cfg, name="model", source="config.json"):
     extra = 0
     if eagle:
         extra = (3 if eagle == 3 else 2) * d * d  # fc over concatenated hidden states
+    block, features = _dflash(cfg, archs, n, source)
+    if features:
+        extra = features * d * d  # fc: the target's hidden states at `features` layers, concatenated -> d
     return Architecture(
         name=name, d_model=d, n_layers=n, vocab=vocab, n_heads=h, n_kv_heads=h_kv, head_dim=head_dim,
         p_attn_layer=p_attn, attn_flops_per_ctx=attn_flops, kv_elems_per_tok=kv_elems,
@@ -335,7 +341,29 @@ def from_dict(cfg, name="model", source="config.json"):
         tied=_tied(cfg, source), p_extra_read=extra, max_context=_max_context(cfg, source),
         weight_dtype=w_dt, expert_dtype=e_dt, head_dtype=h_dt,
         mtp_layers=_opt(cfg, "num_nextn_predict_layers", source), eagle_version=eagle,
-        draft_vocab=draft_vocab, mla=bool(kv_lora), source=source)
+        draft_vocab=draft_vocab, mla=bool(kv_lora), block_size=block, dflash_features=features, source=source)
+
+
+def _dflash(cfg, archs, n_layers, source):
+    """(block_size, target layers conditioned on) of a DFlash drafter (`DFlashDraftModel`, or a config with a
+    `dflash_config` table); (0, 0) for any other model. `block_size` sits at the top level or in
+    `dflash_config`; without `target_layer_ids` the drafter taps one target layer per draft layer (z-lab's
+    `build_target_layer_ids`)."""
+    table = cfg.get("dflash_config")
+    if "DFlashDraftModel" not in archs and table is None:
+        return 0, 0
+    table = {} if table is None else table
+    if not isinstance(table, dict):
+        raise field_error("dflash_config", table, "a table (block_size, mask_token_id, target_layer_ids)", source)
+    where = table if "block_size" in table else cfg
+    block = _get(where, "block_size", source, lo=2)
+    ids = table.get("target_layer_ids", cfg.get("target_layer_ids"))
+    if ids is None:
+        return block, n_layers
+    if not isinstance(ids, list) or not ids or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
+                                                      for i in ids):
+        raise field_error("dflash_config.target_layer_ids", ids, "a non-empty list of target layer indices", source)
+    return block, len(ids)
 
 
 def _max_context(cfg, source):

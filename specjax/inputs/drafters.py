@@ -10,7 +10,7 @@ import dataclasses
 from typing import Callable
 
 from . import models as _models
-from ..errors import field_error
+from ..errors import SpecError, field_error
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +30,8 @@ class DrafterKind:
         that cannot serve this target.
       runs_model: its draft passes run a model on GPUs (so it has a layout: `--draft-tp`).
       needs_kv_budget: the kind is defined by a bounded draft KV cache (`--draft-kv-budget`).
+      parallel: the kind proposes all k tokens in `--draft-passes` passes over B x k tokens instead of k
+        sequential passes over B tokens (docs/model.md §5.2; `Decode.draft_passes`).
     """
 
     name: str
@@ -42,6 +44,7 @@ class DrafterKind:
     check_pair: Callable | None = None
     runs_model: bool = True
     needs_kv_budget: bool = False
+    parallel: bool = False
 
 
 REGISTRY = {}
@@ -96,7 +99,8 @@ def _same_hidden_size(target, head):
     """An EAGLE head runs on the target's hidden states: its hidden size must be the target's, and so must
     its vocabulary."""
     if head.d_model != target.d_model:
-        raise field_error("draft", head.name, f"an EAGLE head with hidden_size {target.d_model} like the target "
+        what = "a DFlash drafter" if head.dflash_features else "an EAGLE head"
+        raise field_error("draft", head.name, f"{what} with hidden_size {target.d_model} like the target "
                           f"{target.name} (this head has {head.d_model}; is it the head of another model?)",
                           head.source)
     _same_vocab(target, head, "an EAGLE head")
@@ -106,11 +110,42 @@ def _eagle(target, head, dts):
     return _models.eagle_head(head, target, **_no_expert_dtype(dts))
 
 
+def _not_dflash(target, draft):
+    """A DFlash drafter fills its whole block in one pass: it is a parallel drafter, not a chain."""
+    if draft.dflash_features:
+        raise SpecError(f"draft={draft.name!r} is a DFlash drafter (DFlashDraftModel), which fills its block of "
+                        f"{draft.block_size} tokens in one pass; expected drafter=parallel (--drafter parallel)")
+
+
+def _chain_head(target, head):
+    _not_dflash(target, head)
+    _same_hidden_size(target, head)
+
+
+def _parallel(target, draft, dts):
+    """A parallel drafter's model from its config: a DFlash drafter (`dflash_head`), a parallel EAGLE head
+    (P-EAGLE: an EAGLE-3 config, `eagle_head`) or a separate draft model fed mask tokens (PARD)."""
+    if draft.dflash_features:
+        return _models.dflash_head(draft, target, **_no_expert_dtype(dts))
+    if draft.eagle_version:
+        return _models.eagle_head(draft, target, **_no_expert_dtype(dts))
+    return _models.target(draft, **_no_expert_dtype(dts))
+
+
+def _parallel_pair(target, draft):
+    """A DFlash drafter or a parallel EAGLE head runs on the target's hidden states (its hidden size)."""
+    if draft.dflash_features or draft.eagle_version:
+        _same_hidden_size(target, draft)
+
+
 register(DrafterKind("model", "a separate draft model (--draft: its config.json or slug)",
                      lambda target, draft, dts: _models.target(draft, **_no_expert_dtype(dts)), needs_draft=True,
-                     check_pair=_same_vocab))
+                     check_pair=lambda target, draft: (_not_dflash(target, draft), _same_vocab(target, draft))))
 register(DrafterKind("eagle", "an EAGLE-1 / EAGLE-3 head on the target's hidden states (--draft: the head)",
-                     _eagle, needs_draft=True, check_pair=_same_hidden_size))
+                     _eagle, needs_draft=True, check_pair=_chain_head))
+register(DrafterKind("parallel", "all k tokens in --draft-passes passes over B x k tokens: PARD (a draft model), "
+                     "P-EAGLE (an EAGLE-3 head), DFlash (DFlashDraftModel) (--draft: its config.json or slug)",
+                     _parallel, needs_draft=True, check_pair=_parallel_pair, parallel=True))
 register(DrafterKind("mtp", "the target's own MTP layer, reused autoregressively",
                      lambda target, draft, dts: _models.mtp_head(target, **dts), check=_has_mtp))
 register(DrafterKind("self", "the target itself with a bounded KV cache (MagicDec self-speculation; "

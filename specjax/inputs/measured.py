@@ -96,6 +96,7 @@ class Row(cells.Measured):
     t_sd_step_s: float | None = None
     expert_locality: float = 0.0
     draft_tp: int | None = None
+    draft_passes: int | None = None
     tree_topk: int | None = None
     tree_tokens: int | None = None
     input_len: float | None = None
@@ -260,6 +261,11 @@ def row_from_cells(p, line, r, model_slugs, hw_slugs):
     kv = (r.get("kv_dtype") or "").strip() or None
     if kv is not None and kv not in BYTES_PER_ELEMENT:
         raise _err(p, line, "kv_dtype", kv, f"empty or one of {', '.join(BYTES_PER_ELEMENT)}")
+    passes = _input(p, line, "draft_passes", r.get("draft_passes"))
+    kind = drafters.REGISTRY.get(r["drafter"].strip())
+    if passes is not None and kind is not None and not kind.parallel:
+        raise _err(p, line, "draft_passes", r.get("draft_passes"), "empty for a chain drafter (draft_passes "
+                   "counts the passes of drafter = parallel)")
     loc = _input(p, line, "expert_locality", r.get("expert_locality"))
     engine = (r.get("engine") or "").strip()
     if engine and not engine.replace("-", "").replace("_", "").isalnum():
@@ -268,7 +274,7 @@ def row_from_cells(p, line, r, model_slugs, hw_slugs):
                draft=r["draft"] or None, hardware=r["hardware"], tp=tp, batch=batch, k=k, alpha=alpha,
                tau=tau, context=ctx, weight_dtype=canonical(r["weight_dtype"]), speedup=speed,
                metric=r["metric"], source_url=r["source_url"] or "", engine=engine,
-               expert_locality=loc or 0.0, dataset=(r.get("dataset") or "").strip(),
+               expert_locality=loc or 0.0, draft_passes=passes, dataset=(r.get("dataset") or "").strip(),
                kv_dtype=kv and canonical(kv), unsupported=_unsupported(r, model_slugs, hw_slugs),
                **times, **layout, **rate)
 
@@ -396,6 +402,9 @@ def _decode(rows, dtype, limits):
                 draft_cost_ratio=[0.0] * len(rows), expert_locality=[r.expert_locality for r in rows])
     if any(r.tree_topk is not None for r in rows):
         cols.update(tree_topk=[r.tree_topk or 1 for r in rows], tree_tokens=[r.tree_tokens or r.k + 1 for r in rows])
+    parallel = [getattr(drafters.REGISTRY.get(r.drafter), "parallel", False) for r in rows]
+    if any(parallel):  # every row carries the leaf: 0 for a chain row (docs/model.md §5.2; `Decode.draft_passes`)
+        cols.update(draft_passes=[(r.draft_passes or 1) if par else 0 for r, par in zip(rows, parallel)])
     arr = lambda v: jnp.asarray(np.asarray(v, dtype=np.dtype(dtype)))  # noqa: E731
     load = None
     kinds = {r.load_kind for r in rows}

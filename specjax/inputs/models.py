@@ -16,7 +16,7 @@ from .dtypes import canonical, nbytes
 from ..errors import path_exists, unknown_name
 from ..cost.trees import Model
 
-__all__ = ["Model", "target", "eagle_head", "mtp_head", "self_draft",
+__all__ = ["Model", "target", "eagle_head", "dflash_head", "mtp_head", "self_draft",
            "load_architecture", "preset_slugs", "preset_info"]
 
 PRESET_DIR = pathlib.Path(__file__).parents[1] / "presets" / "models"
@@ -73,6 +73,18 @@ def eagle_head(head, target_arch, *, weight_dtype=None, kv_dtype=None, dtype=jnp
                   n_layers=head.n_layers, n_full=head.n_layers, n_window=0, n_moe=head.n_moe_layers,
                   weight_dtype=weight_dtype, expert_dtype=None, kv_dtype=kv_dtype, dtype=dtype,
                   projection=bool(head.p_extra_read))
+
+
+def dflash_head(head, target_arch, *, weight_dtype=None, kv_dtype=None, dtype=jnp.float32):
+    """A DFlash block-diffusion drafter (z-lab `DFlashDraftModel`): fc (the target's hidden states at
+    `dflash_features` layers, concatenated -> d) + its own decoder layers, with a KV cache of its own; it
+    embeds the block with the target's embedding and reads the target's LM head (read every pass, not
+    stored), as the z-lab and vLLM implementations do. A parallel drafter (docs/model.md §5.1)."""
+    p_head = target_arch.vocab * target_arch.d_model
+    return _build(head, p_dense=head.p_dense, p_head=p_head, head_resident=0.0, p_stored=0.0,
+                  n_layers=head.n_layers, n_full=head.n_full_layers, n_window=head.n_window_layers,
+                  n_moe=head.n_moe_layers, weight_dtype=weight_dtype, expert_dtype=None, kv_dtype=kv_dtype,
+                  dtype=dtype, projection=True)
 
 
 def mtp_head(arch, *, weight_dtype=None, expert_dtype=None, kv_dtype=None, dtype=jnp.float32):

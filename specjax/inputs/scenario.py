@@ -211,7 +211,8 @@ class _Scenario:
         draft = kind.build(arch, draft_arch, dts)
         as_dt = lambda v: jnp.asarray(v, dtype)  # noqa: E731
         values = dict(alpha=self.resolved_alpha(dtype), draft_cost=self.draft_cost if kind.cost_ratio else 0.0,
-                      draft_tp=self.draft_tp or 0)  # the inputs a scenario gives in another form than the leaf
+                      draft_tp=self.draft_tp or 0,  # the inputs a scenario gives in another form than the leaf
+                      draft_passes=(self.draft_passes or 1) if kind.parallel else None)  # None: a chain
         leaves = {t: {} for t in catalogue.TREES}
         for row in catalogue.SCENARIO.values():  # every input with a leaf lands in its tree, from the catalogue
             v = values.get(row.name, getattr(self, row.name))
@@ -304,11 +305,14 @@ def _position_rates_fall(sc, kind, src):
 
 
 def _drafter_takes(sc, kind, src):
-    """What the drafter kind needs and takes: a draft model, a cost ratio, a KV budget, its own TP."""
+    """What the drafter kind needs and takes: a draft model, a cost ratio, a KV budget, its own TP, passes."""
     for name in ("draft_tp", "draft_kv_budget"):
         if getattr(sc, name) is not None and not kind.runs_model:
             raise SpecError(f"{name}={getattr(sc, name)} is for a drafter that runs a model; drafter="
                             f"{sc.drafter!r} runs none" + _in(src))
+    if sc.draft_passes is not None and not kind.parallel:
+        raise SpecError(f"draft_passes={sc.draft_passes} is for a parallel drafter (drafter=parallel); drafter="
+                        f"{sc.drafter!r} makes k sequential passes" + _in(src))
     if kind.needs_kv_budget and sc.draft_kv_budget is None:
         raise SpecError(f"drafter={sc.drafter!r} needs draft_kv_budget (--draft-kv-budget: the tokens of KV "
                         "the drafter keeps, e.g. 512; MagicDec uses 256-2048)" + _in(src))
@@ -338,6 +342,9 @@ def _tree_shape(sc, kind, src):
         return
     if not kind.runs_model:
         raise SpecError(f"a draft tree needs a drafter that runs a model; drafter={sc.drafter!r} runs none"
+                        + _in(src))
+    if kind.parallel:
+        raise SpecError("a draft tree needs a chain drafter; drafter='parallel' proposes one block of k tokens"
                         + _in(src))
     if not float(sc.k).is_integer() or sc.k < 1:
         raise field_error("k", sc.k, "an integer >= 1: the tree depth (draft steps)", src)

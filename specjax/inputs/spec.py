@@ -129,7 +129,7 @@ class SweepSpec:
             fx.pop("draft_cost", None)
         if not any(fx.get(v) for v in VECTORS):
             fx["alpha"] = 0.5  # placeholder: alpha / accepted_length are always axes, set per point
-        for key in (*TREE, "draft_kv_budget"):  # an axis of these needs them in the base point: its first value
+        for key in (*TREE, "draft_kv_budget", "draft_passes"):  # an axis of these needs them in the base point
             if key in self.axes and key not in fx:
                 fx[key] = int(self.axes[key][0])
         for key in catalogue.LOAD:  # a load axis: its first value in the base point (the kernel sets each)
@@ -285,7 +285,7 @@ def _numeric_axes(data, fixed, pairs, src):
     for key in list(fixed):
         if key in axes:
             raise SpecError(f"{key} is both in [fixed] and in [axes] in {src}")
-    for key in (*LAYOUT, *TREE, "draft_kv_budget"):
+    for key in (*LAYOUT, *TREE, "draft_kv_budget", "draft_passes"):
         if key in axes and any(getattr(p, key) for p in pairs):
             raise SpecError(f"{key} is both a pair key and an axis in {src}")
     if "expert_granularity" in axes and ("n_experts" in axes or "top_k" in axes):
