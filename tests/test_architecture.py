@@ -253,7 +253,8 @@ def test_every_user_input_maps_to_exactly_one_catalogue_row():
     sc = Scenario(target="llama-3.1-8b", hardware="h100-sxm", draft_cost=0.1, alpha=0.7, input_len=100,
                   output_len=10, qps=1.0, max_num_seqs=8, chunk_tokens=512)
     echo = api.inputs(sc)
-    assert set(echo) - {"gpus", "rates", "scheduler_source"} == set(catalogue.ECHO) - {"concurrency"}  # qps given
+    # qps given; draft_passes is echoed for a parallel drafter only
+    assert set(echo) - {"gpus", "rates", "scheduler_source"} == set(catalogue.ECHO) - {"concurrency", "draft_passes"}
     assert catalogue.INPUTS["engine"].default == Scenario.__dataclass_fields__["engine"].default
 
 
