@@ -466,7 +466,7 @@ def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path, capsys)
     (["ingest", "{log}", "--target", "llama-3.1-8b", "--tp", "2", "--out", "{d}/o.csv"],
      "--target, --tp: for benchmark results only; vllm-log gives acceptance per batch"),
     (["ingest", "{bench}", "{bench2}", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "ratio",
-      "--out", "{d}/o.csv"], "drafter='ratio'; expected one of model, eagle, mtp, self, ngram"),
+      "--out", "{d}/o.csv"], "drafter='ratio'; expected one of model, eagle, parallel, mtp, self, ngram"),
     (["advise", *POINT[1:9], "--draft-id", ""], "draft_id=''; expected the draft's model id"),
     (["validate", "{comma}"], "column 19 of the header has no name (a trailing comma?)"),
     (["validate", "{rows}", "{rows2}"], "given twice (also as"),
