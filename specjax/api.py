@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import store
 from .search import concurrency as _concurrency
 from .search import crossover as _crossover
 from .search import optimize as _optimize
@@ -40,13 +41,13 @@ def to_python(named_tuple):
     return {k: finite_or_none(v) for k, v in named_tuple._asdict().items()}
 
 
-_step = jax.jit(step)
+_step = store.jit(step)
 
 
 MAX_DIPS = 8  # dips located exactly for one curve (the count is always exact)
 
 
-@functools.partial(jax.jit, static_argnames=("n_grid",))
+@store.jit(static_argnames=("n_grid",))
 def _find(hw, deploy, target, draft, dec, batch_max, n_grid=_crossover.N_GRID):
     return _crossover.find(hw, deploy, target, draft, dec, batch_max, n_grid, max_dips=MAX_DIPS)
 
@@ -107,7 +108,7 @@ def _crossover_dict(found):
     return c
 
 
-_sens = jax.jit(functools.partial(_sensitivity.crossover_sensitivity, max_dips=MAX_DIPS))
+_sens = store.jit(functools.partial(_sensitivity.crossover_sensitivity, max_dips=MAX_DIPS))
 
 
 def sensitivity(scenario, batch_max=65536.0, dtype=None):
@@ -135,7 +136,7 @@ def _curve_and_sensitivity(curve, with_sensitivity, sensitivity, *trees):
     return curve(*trees, batched=True), None, None
 
 
-@functools.partial(jax.jit, static_argnames=("k_max", "method"))
+@store.jit(static_argnames=("k_max", "method"))
 def _opt(hw, deploy, target, draft, dec, batches, batch_max, k_max, method):
     trees = (hw, deploy, target, draft)
 
@@ -149,7 +150,7 @@ def _opt(hw, deploy, target, draft, dec, batches, batch_max, k_max, method):
     return per, status, env.last_down, env.all_below, mem
 
 
-@functools.partial(jax.jit, static_argnames=("max_depth",))
+@store.jit(static_argnames=("max_depth",))
 def _trees(hw, deploy, tgt, draft, dec, batches, max_depth):
     shapes = _optimize.tree_shapes(max_depth)
 
@@ -238,7 +239,7 @@ def optimize(scenario, batches, k_max=16, batch_max=65536.0, dtype=None, method=
 AUTO_QPS = (0.01, 1.2)  # default rates: fractions of the larger sustainable rate, log-spaced
 
 
-@functools.partial(jax.jit, static_argnames=("relative", "sensitivity"))
+@store.jit(static_argnames=("relative", "sensitivity"))
 def _serve(hw, deploy, tgt, draft, dec, qps, tpot_slo, ttft_slo, relative, sensitivity):
     m = _serving.sides(hw, deploy, tgt, draft, dec)
     curve, deriv, elast = _curve_and_sensitivity(_serving.rate_curve, _serving.switch_off_sensitivity, sensitivity,
@@ -288,7 +289,7 @@ def serve(scenario, qps=None, tpot_slo=None, ttft_slo=None, sensitivity=False, d
     return out
 
 
-@functools.partial(jax.jit, static_argnames=("sensitivity",))
+@store.jit(static_argnames=("sensitivity",))
 def _closed(hw, deploy, tgt, draft, dec, ns, sensitivity):
     m = _serving.sides(hw, deploy, tgt, draft, dec)
     per = jax.vmap(lambda n: _concurrency.closed(hw, deploy, tgt, draft, dec, n, model=m))(ns)

@@ -24,7 +24,7 @@ import dataclasses
 import math
 import re
 
-from .cost.trees import MODES
+from .cost.modes import MODES
 from .errors import field_error
 
 TREES = ("hw", "deploy", "target", "draft", "op", "load")

@@ -6,7 +6,10 @@ project or an output folder); `SPECJAX_CACHE_DIR=off` or `specjax --no-cache` tu
 may share it: entries are read and written under a file lock (`filelock`) with least-recently-used
 eviction above `MAX_BYTES`, and an entry JAX cannot read (corrupt, truncated, another JAX version) is
 skipped with a warning and compiled again. The cache must be configured before the first compilation
-of the process (JAX decides once per process whether to use it).
+of the process (JAX decides once per process whether to use it). Its subdirectory `executables` is
+`store`'s: whole compiled entry points, so a warm call also skips tracing and lowering. Both hold
+code this process runs: a directory not owned by this user, or writable by group or others, is refused
+(one warning; the command compiles).
 
 Profile: `Profile` counts cache hits and misses and sums JAX's own trace, lowering and compile
 durations (`jax.monitoring` events) so `specjax --profile ...` can print where the time went.
@@ -14,12 +17,16 @@ durations (`jax.monitoring` events) so `specjax --profile ...` can print where t
 
 import os
 import pathlib
+import sys
 import time
 import warnings
+
+from . import store
 
 ENV = "SPECJAX_CACHE_DIR"
 OFF = ("off", "0", "none", "")
 MAX_BYTES = 4 << 30  # 4 GiB of compiled kernels, least recently used evicted beyond
+STORE = "executables"  # the subdirectory of `store`'s serialized executables (traced, lowered and compiled)
 
 
 def default_cache_dir():
@@ -39,8 +46,7 @@ def enable_cache(path=None):
     kernel is kept, whatever its compile time. Returns the directory, or None when the cache is off or
     the directory cannot be created (then a warning; the command runs without it)."""
     global _enabled
-    import jax
-
+    store.enable(None)  # until this directory is known to be usable
     path = default_cache_dir() if path is None else pathlib.Path(path)
     if path is None:
         return None
@@ -54,10 +60,20 @@ def enable_cache(path=None):
     except (OSError, ImportError) as e:
         warnings.warn(f"compilation cache off ({path}: {e})", UserWarning, stacklevel=2)
         return None
-    jax.config.update("jax_compilation_cache_dir", str(path))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    jax.config.update("jax_compilation_cache_max_size", MAX_BYTES)
+    why = store.unsafe(path)
+    if why is not None:  # both caches hold code that this process would run
+        warnings.warn(f"compilation cache off ({path} is {why})", UserWarning, stacklevel=2)
+        return None
+    settings = dict(jax_compilation_cache_dir=str(path), jax_persistent_cache_min_compile_time_secs=0.0,
+                    jax_persistent_cache_min_entry_size_bytes=0, jax_compilation_cache_max_size=MAX_BYTES)
+    if "jax" in sys.modules:
+        import jax
+
+        for name, v in settings.items():
+            jax.config.update(name, v)
+    else:  # JAX not imported yet (a command may never need it): it reads these when it is
+        os.environ.update({name.upper(): str(v) for name, v in settings.items()})
+    store.enable(path / STORE)
     _enabled = path
     return path
 
@@ -84,6 +100,7 @@ class Profile:
         self.events = {self.HITS: 0, self.MISSES: 0}
         self.start = time.perf_counter()
         self.imported_s = None
+        self.store_at_start = dict(store.COUNTS)
 
     def listen(self):
         """Register the listeners (once per process)."""
@@ -112,4 +129,10 @@ class Profile:
                 f"profile: compile {comp:.3f} s", f"profile: run {run:.3f} s (and the rest)",
                 f"profile: total {wall:.3f} s",
                 f"profile: compilation cache {where if where else 'off'}: {self.events[self.HITS]} hits, "
-                f"{self.events[self.MISSES]} misses"]
+                f"{self.events[self.MISSES]} misses",
+                f"profile: executable store {store.directory() or 'off'}: {self.stored('loaded')} loaded, "
+                f"{self.stored('compiled')} compiled, {self.stored('stored')} stored"]
+
+    def stored(self, name):
+        """The store's counter `name` since `listen`."""
+        return store.COUNTS[name] - self.store_at_start[name]

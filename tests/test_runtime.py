@@ -37,10 +37,11 @@ def test_second_run_reads_the_cache_and_a_corrupt_entry_is_skipped(tmp_path):
     entries = sorted(cache.glob("*-cache"))
     assert len(entries) == misses  # every compiled kernel was written
     lines = [ln for ln in first.stderr.splitlines() if ln.startswith("profile:")]
-    assert [ln.split()[1] for ln in lines] == ["import", "trace", "lower", "compile", "run", "total", "compilation"]
+    assert [ln.split()[1] for ln in lines] == ["import", "trace", "lower", "compile", "run", "total", "compilation",
+                                                  "executable"]
     second = run(["--profile", *POINT], cache, work)
     _, hits2, misses2 = counts(second.stderr)
-    assert (hits2, misses2) == (misses, 0)
+    assert misses2 == 0 and 1 <= hits2 <= misses  # the entry points come from the executable store (test_store)
     assert json.loads(second.stdout) == json.loads(first.stdout)
     for e in entries:
         e.write_bytes(b"not a compiled kernel")
@@ -48,7 +49,7 @@ def test_second_run_reads_the_cache_and_a_corrupt_entry_is_skipped(tmp_path):
     assert third.returncode == 0 and json.loads(third.stdout) == json.loads(first.stdout)
     warned = [ln for ln in third.stderr.splitlines() if ln.startswith("specjax: warning:")]
     assert warned and all("Error reading persistent compilation cache entry" in w for w in warned)
-    assert counts(third.stderr)[2] == len(entries)  # compiled again (and rewritten)
+    assert counts(third.stderr)[2] == hits2  # each entry it read, compiled again (and rewritten)
     assert list(work.iterdir()) == []  # nothing written where the command ran
 
 

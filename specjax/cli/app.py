@@ -14,7 +14,9 @@ from ..outputs.finite import finite, json_text
 from ..inputs import drafters
 from ..errors import SpecError
 from .. import catalogue
-from ..inputs.scenario import Scenario
+from .. import _lazy
+
+_scenario = _lazy.module("specjax.inputs.scenario")
 
 
 def choices(name, values):
@@ -135,13 +137,15 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_version, 
           profile: Annotated[bool, typer.Option("--profile", help="Print import, trace, compile and run time, and "
                                                                   "compilation-cache hits, on stderr.")] = False):
     """specjax: a roofline model of speculative decoding."""
-    from .. import runtime
+    from .. import runtime, store
 
     if cache_dir is not None and no_cache:
         raise SpecError(f"--cache-dir={cache_dir!r} and --no-cache contradict each other; give one of them")
     if cache_dir is not None and not cache_dir.strip():
         raise SpecError(f"--cache-dir={cache_dir!r}; expected a directory (--no-cache turns the cache off)")
-    if not no_cache:
+    if no_cache:
+        store.enable(None)
+    else:
         runtime.enable_cache(cache_dir)
     if profile:
         PROFILE.append(runtime.Profile().listen())
@@ -156,7 +160,7 @@ def scenario(ignore_memory=False, **kw):
     for name, row in catalogue.SCENARIO.items():
         if row.kind == "rates" and isinstance(kw.get(name), str):
             kw[name] = rate_list(kw[name], name)
-    sc = Scenario(**kw)
+    sc = _scenario.Scenario(**kw)
     if not ignore_memory:
         msg = sc.memory_error()
         if msg:

@@ -10,9 +10,11 @@ import typer
 
 import numpy as np
 
-from .. import api, catalogue
+from .. import _lazy, catalogue
 from ..errors import SpecError
 from .app import ROOF_DEFAULT, Json, Roof, app, choices, model_command, print_json, scenario, value
+
+api = _lazy.module("specjax.api")
 
 
 def _writetable(df, path):

@@ -5,11 +5,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import api
+from .. import _lazy
 from ..errors import SpecError
 from .. import catalogue
 from .app import (BatchMax, Json, MethodChoice, app, emit, model_command, print_inputs, print_json, scenario,
                   value)
+
+api = _lazy.module("specjax.api")
 
 
 @model_command

@@ -5,12 +5,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import api
+from .. import _lazy
 from .. import catalogue
 from ..cost.status import Curve
 from ..errors import SpecError
 from .app import Json, model_command, print_inputs, print_json, scenario
 from .model import _b
+
+api = _lazy.module("specjax.api")
 
 
 def _ms(x):

@@ -15,7 +15,8 @@ import jax.numpy as jnp
 from ._pytree import pytree_dataclass, static
 from .acceptance import TREE_MAX_DEPTH
 
-MODES = ("operator", "pass")
+from .modes import MODES
+
 LAYOUT_FIELDS = ("ep", "dp_attention", "draft_tp")  # what `Deployment.parallel` depends on
 
 

@@ -9,8 +9,10 @@ the target's and the draft's `Architecture`. Adding a drafter kind is one `regis
 import dataclasses
 from typing import Callable
 
-from . import models as _models
+from .. import _lazy
 from ..errors import SpecError, field_error
+
+_models = _lazy.module("specjax.inputs.models")
 
 
 @dataclasses.dataclass(frozen=True)

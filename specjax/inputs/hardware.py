@@ -10,13 +10,15 @@ entry point (CLI, sweeps, the Python API) applies them one way, from the engine 
 """
 
 import dataclasses
+import functools
 import pathlib
 
 import jax.numpy as jnp
+import numpy as np
 
 from .. import catalogue
 from .dtypes import COMPUTE_DTYPES
-from ..errors import SpecError, field_error, unknown_name
+from ..errors import SpecError, field_error, path_exists, unknown_name
 from .presets import read_toml
 from ..cost.trees import Hardware
 
@@ -66,7 +68,7 @@ class HardwareProfile:
             raise field_error("compute_dtype", compute_dtype,
                               f"a dtype with a peak on {self.slug}: {', '.join(self.flops_per_s)}")
         vals = dict(self.rates, flops_per_s=self.flops_per_s[compute_dtype])
-        return Hardware(**{k: jnp.asarray(v, dtype) for k, v in vals.items()}, roofline=roofline)
+        return Hardware(**{k: np.asarray(v, dtype) for k, v in vals.items()}, roofline=roofline)  # host: no dispatch
 
 
 _KNOWN = {"name", "source", "calibrated_for", "calibration", "flops_per_s", *RATES}
@@ -103,12 +105,25 @@ def profile_from_dict(data, slug, source):
                            calibrated_for=data.get("calibrated_for", ""))
 
 
+@functools.cache
 def preset_slugs():
-    """Slugs of the packaged hardware presets."""
+    """Slugs of the packaged hardware presets (package files: read once per process)."""
     return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
 
 
 def load(name_or_path):
-    """Load a hardware preset by slug, or a user's hardware TOML by path."""
+    """Load a hardware preset by slug (read once per process), or a user's hardware TOML by path (every time)."""
+    s = str(name_or_path)
+    if s in preset_slugs() and not path_exists(pathlib.Path(s)):
+        return _preset(s)
+    return _load(s)
+
+
+@functools.lru_cache(maxsize=None)
+def _preset(slug):
+    return _load(slug)
+
+
+def _load(name_or_path):
     data, slug, path = read_toml(name_or_path, "hardware", PRESET_DIR, preset_slugs())
     return profile_from_dict(data, slug, path)

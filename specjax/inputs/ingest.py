@@ -67,7 +67,9 @@ import stat
 from typing import Protocol
 
 from ..errors import SpecError
-from ..cost.acceptance import conditional_rates as conditional
+from .. import _lazy
+
+_acceptance = _lazy.module("specjax.cost.acceptance")
 
 SNIFF_BYTES = 1 << 16
 MAX_JSON_BYTES = 256 << 20  # a JSON document read whole (stats as JSON lines have no limit)
@@ -115,7 +117,8 @@ class Totals:
         rates = [v / self.drafts for v in self.per_pos] if self.drafts and self.per_pos else []
         return dict(intervals=self.intervals, drafts=self.drafts,
                     accepted_length=1.0 + self.accepted / self.drafts if self.drafts else None,
-                    k=len(rates) or self.k, position_rates=_join(rates), acceptance_vector=_join(conditional(rates)),
+                    k=len(rates) or self.k, position_rates=_join(rates),
+                    acceptance_vector=_join(_acceptance.conditional_rates(rates)),
                     t_sd_step_s=self.step_s / self.steps if self.steps else None)
 
     def rates(self):

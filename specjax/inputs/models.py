@@ -6,10 +6,12 @@ continuous, so sweeps vmap over expert count, top-r, expert size or window, and 
 gives sensitivities to each. `Model.zeros()` is the "no draft model" drafter (n-gram, ratio).
 """
 
+import functools
 import json
 import pathlib
 
 import jax.numpy as jnp
+import numpy as np
 
 from . import config as _config
 from .dtypes import canonical, nbytes
@@ -49,7 +51,7 @@ def _build(arch, *, p_dense, p_head, head_resident, p_stored, n_layers, n_full, 
         kv_elems_per_tok=arch.kv_elems_per_tok, b_kv=b_kv, kv_heads=arch.kv_split,
         p_attn=n_layers * arch.p_attn_layer if p_attn is None else p_attn, weights_resident=1.0,
         n_kernels=arch.kernels(n_layers, n_moe, projection))
-    return Model(**{k: jnp.asarray(float(v), dtype) for k, v in vals.items()})
+    return Model(**{k: np.asarray(float(v), dtype) for k, v in vals.items()})  # host arrays: no device dispatch
 
 
 def target(arch, *, weight_dtype=None, expert_dtype=None, kv_dtype=None, dtype=jnp.float32):
@@ -103,11 +105,12 @@ def self_draft(arch, *, weight_dtype=None, expert_dtype=None, kv_dtype=None, dty
     """Self-speculation (MagicDec): the target's own weights as the drafter, read by every draft pass but
     not stored twice (`weights_resident` 0); its bounded KV cache is `Decode.draft_kv_budget`."""
     m = target(arch, weight_dtype=weight_dtype, expert_dtype=expert_dtype, kv_dtype=kv_dtype, dtype=dtype)
-    return m.replace(weights_resident=jnp.zeros_like(m.weights_resident))
+    return m.replace(weights_resident=np.zeros_like(m.weights_resident))
 
 
+@functools.cache
 def preset_slugs():
-    """Slugs of the packaged model presets."""
+    """Slugs of the packaged model presets (package files: listed once per process)."""
     return sorted(p.stem for p in PRESET_DIR.glob("*.json"))
 
 
@@ -119,8 +122,14 @@ def load_architecture(name_or_path):
         return _config.from_dict(_config.load_json(path), name=path.stem, source=s)
     if s not in preset_slugs():
         raise unknown_name("model", s, preset_slugs())
-    cfg = json.loads((PRESET_DIR / f"{s}.json").read_text())
-    return _config.from_dict(cfg, name=s, source=f"preset {s}")
+    return _preset_architecture(s)
+
+
+@functools.lru_cache(maxsize=None)
+def _preset_architecture(slug):
+    """A packaged preset's `Architecture` (frozen; read once per process)."""
+    cfg = json.loads((PRESET_DIR / f"{slug}.json").read_text())
+    return _config.from_dict(cfg, name=slug, source=f"preset {slug}")
 
 
 def preset_info(slug):

@@ -12,6 +12,7 @@ import pathlib
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import catalogue
 from . import drafters, engines, scheduler
@@ -116,7 +117,7 @@ class _Scenario:
         values = {f.name: f.default for f in dataclasses.fields(Load) if f.default is not dataclasses.MISSING}
         values.update({"qps": 1.0}, **{n: getattr(self, n) for n in catalogue.LOAD if getattr(self, n) is not None})
         values.update({n: v for n, (v, _) in self.scheduler_limits().items()})
-        return Load(**{n: jnp.asarray(v, dtype) for n, v in values.items()})
+        return Load(**{n: np.asarray(v, dtype) for n, v in values.items()})
 
     def scheduler_limits(self):
         """{"max_num_seqs", "chunk_tokens": (value, where it came from)}: the value given, else the engine
@@ -168,7 +169,7 @@ class _Scenario:
         """Load presets and return `(Hardware, Deployment, target Model, draft Model, Decode)` pytrees.
 
         Cached per (scenario, dtype): validation, memory checks and evaluation share one load."""
-        return _build(self, jnp.dtype(dtype), bool(jax.config.jax_enable_x64), _files(self))
+        return _build(self, jax.dtypes.canonicalize_dtype(dtype), bool(jax.config.jax_enable_x64), _files(self))
 
     def check(self):
         """Load every preset or file the scenario names and check it against the deployment (tensor
@@ -209,7 +210,7 @@ class _Scenario:
         dts = dict(weight_dtype=self.weight_dtype, expert_dtype=self.expert_dtype, kv_dtype=self.kv_dtype, dtype=dtype)
         tgt = _models.target(arch, **dts)
         draft = kind.build(arch, draft_arch, dts)
-        as_dt = lambda v: jnp.asarray(v, dtype)  # noqa: E731
+        as_dt = lambda v: np.asarray(v, dtype)  # noqa: E731  (host arrays: building a point dispatches nothing)
         values = dict(alpha=self.resolved_alpha(dtype), draft_cost=self.draft_cost if kind.cost_ratio else 0.0,
                       draft_tp=self.draft_tp or 0,  # the inputs a scenario gives in another form than the leaf
                       draft_passes=(self.draft_passes or 1) if kind.parallel else None)  # None: a chain
@@ -223,7 +224,7 @@ class _Scenario:
         deploy = Deployment(**leaves["deploy"], parallel=not Deployment.pure_tp(self.ep, self.dp_attention,
                                                                                  self.draft_tp))
         rates = self.rates()
-        dec = Decode(**leaves["op"], rates=None if rates is None else jnp.asarray(rates, dtype), load=self.load(dtype),
+        dec = Decode(**leaves["op"], rates=None if rates is None else np.asarray(rates, dtype), load=self.load(dtype),
                      **({} if self.tree_topk is None else dict(tree_max_depth=int(self.k))))
         return hw, deploy, tgt, draft, dec
 

@@ -1,0 +1,124 @@
+"""The store of compiled executables (`specjax.store`): a second process with the same inputs compiles
+nothing (the store's own counters and JAX's compile events, through `--profile`) and prints the same bytes;
+a directory or entry that another user could have written is refused; a damaged entry is compiled again
+with a one-line warning; two processes at once both succeed; the packed calling convention gives the
+plain jit's numbers; eviction keeps the most recently used entries."""
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from specjax import api, store
+from specjax.inputs.scenario import Scenario
+
+CROSSOVER = ["crossover", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "eagle",
+             "--draft", "eagle3-llama-3.1-8b", "--k", "3", "--alpha", "0.7", "--json"]
+
+
+def run(args, cache, cwd):
+    env = dict(os.environ, SPECJAX_CACHE_DIR=str(cache))
+    return subprocess.run([sys.executable, "-m", "specjax", "--profile", *args], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=300)
+
+
+def store_counts(stderr):
+    m = re.search(r"executable store (.*): (\d+) loaded, (\d+) compiled, (\d+) stored", stderr)
+    assert m, stderr
+    return m[1], int(m[2]), int(m[3]), int(m[4])
+
+
+def seconds(stderr, part):
+    return float(re.search(rf"profile: {part} ([\d.]+) s", stderr)[1])
+
+
+def test_a_second_process_compiles_nothing_and_a_damaged_entry_is_compiled_again(tmp_path):
+    cache = tmp_path / "cache"
+    first = run(CROSSOVER, cache, tmp_path)
+    assert first.returncode == 0, first.stderr
+    where, loaded, compiled, stored = store_counts(first.stderr)
+    assert where == str(cache / "executables") and loaded == 0 and compiled == stored >= 1
+    entries = sorted((cache / "executables").glob("*.exe"))
+    assert len(entries) == stored
+    second = run(CROSSOVER, cache, tmp_path)
+    assert store_counts(second.stderr)[1:] == (stored, 0, 0)
+    assert second.stdout == first.stdout  # bit-identical output
+    assert seconds(second.stderr, "trace") < 0.1 * seconds(first.stderr, "trace")  # the entry point was not traced
+    data = entries[0].read_bytes()
+    entries[0].write_bytes(data[:-100] + bytes(100))  # damaged: the checksum no longer matches
+    third = run(CROSSOVER, cache, tmp_path)
+    assert third.returncode == 0 and third.stdout == first.stdout
+    warned = [ln for ln in third.stderr.splitlines() if "stored executable" in ln]
+    assert len(warned) == 1 and warned[0].startswith("specjax: warning:") and "compiling again" in warned[0]
+    assert store_counts(third.stderr)[2:] == (1, 1)  # compiled and rewritten
+    assert run(CROSSOVER, cache, tmp_path).stdout == first.stdout
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX ownership")
+def test_a_directory_or_entry_others_may_write_is_refused(tmp_path):
+    cache = tmp_path / "cache"
+    assert run(CROSSOVER, cache, tmp_path).returncode == 0
+    os.chmod(cache, 0o777)
+    open_dir = run(CROSSOVER, cache, tmp_path)
+    assert open_dir.returncode == 0
+    lines = [ln for ln in open_dir.stderr.splitlines() if ln.startswith("specjax: warning:")]
+    assert len(lines) == 1 and "writable by group or others" in lines[0] and str(cache) in lines[0]
+    assert store_counts(open_dir.stderr)[0] == "off"  # nothing loaded from it
+    os.chmod(cache, 0o700)
+    entry = next((cache / "executables").glob("*.exe"))
+    os.chmod(entry, 0o666)
+    open_entry = run(CROSSOVER, cache, tmp_path)
+    assert "refused" in open_entry.stderr and store_counts(open_entry.stderr)[2] >= 1
+    assert store.unsafe(tmp_path / "missing").startswith("cannot be read")
+    if os.getuid() == 0:  # root may hand a file to another user: one that is not ours is refused
+        other = tmp_path / "other"
+        other.mkdir(mode=0o700)
+        os.chown(other, 12345, 12345)
+        assert "owned by uid 12345" in store.unsafe(other)
+
+
+def test_two_processes_at_once_both_succeed(tmp_path):
+    cache = tmp_path / "cache"
+    env = dict(os.environ, SPECJAX_CACHE_DIR=str(cache))
+    procs = [subprocess.Popen([sys.executable, "-m", "specjax", *CROSSOVER], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [e for _, e in outs]
+    assert outs[0][0] == outs[1][0]
+    assert not list((cache / "executables").glob(".tmp-*"))  # no temporary left behind
+
+
+def test_packed_program_equals_plain_jit_and_memory_reuse(tmp_path, monkeypatch):
+    import jax
+
+    sc = Scenario(target="llama-3.1-8b", hardware="h100-sxm", drafter="eagle", draft="eagle3-llama-3.1-8b", k=3,
+                  alpha=0.7, batch=16)
+    trees = sc.build()
+    monkeypatch.setattr(store, "_dir", None)
+    fresh = store.jit(api._find.fun, static_argnames=("n_grid",))
+    packed = fresh(*trees, 65536.0)
+    plain = jax.jit(api._find.fun, static_argnames=("n_grid",))(*trees, 65536.0)
+    for a, b in zip(jax.tree_util.tree_leaves(packed), jax.tree_util.tree_leaves(plain)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert type(packed) is type(plain)
+    before = store.COUNTS["compiled"]
+    for b in (1.0, 8.0, 300.0):  # the same structure: one program, reused
+        fresh(*trees[:4], trees[4].replace(batch=np.float32(b)), 65536.0)
+    assert store.COUNTS["compiled"] == before and len(fresh.memory) == 1
+    fresh(*trees[:4], trees[4].replace(k=np.float64(3.0)), 65536.0)  # another leaf dtype: another program
+    assert len(fresh.memory) == 2
+
+
+def test_eviction_keeps_the_most_recently_used(tmp_path):
+    for i, name in enumerate(("old", "mid", "new")):
+        p = tmp_path / f"{name}.exe"
+        p.write_bytes(b"x" * 100)
+        os.utime(p, (1000 + i, 1000 + i))
+    store.evict(tmp_path, max_bytes=250)
+    assert sorted(p.stem for p in tmp_path.glob("*.exe")) == ["mid", "new"]
+    store.evict(pathlib.Path(tmp_path), max_bytes=0)
+    assert not list(tmp_path.glob("*.exe"))
