@@ -333,3 +333,68 @@ def serve_inputs(scenario):
     return dict(input_len=scenario.input_len, output_len=scenario.output_len,
                 max_num_seqs=int(load.max_num_seqs), chunk_tokens=int(load.chunk_tokens),
                 context=float(load.decode_context))
+
+
+VARYING = ("batch", "k", "alpha", "context")  # the inputs `points` takes as columns (Decode leaves)
+_CHECKED_EACH = 64  # up to this many distinct values of a column are each validated as a scenario
+
+
+def _vmapped_step(hw, deploy, target, draft, dec, columns):
+    return jax.vmap(lambda c: step(hw, deploy, target, draft, dec.replace(**c)))(columns)
+
+
+_steps = store.jit(_vmapped_step)
+
+
+def points(scenario, dtype=None, **columns):
+    """Many operating points of one scenario in one call: `columns` are equal-length arrays of some of
+    `VARYING` (batch, k, alpha, context), every other input is the scenario's. Returns a polars DataFrame,
+    one row per point: the columns given, then the `point` fields (status as its name). One compiled
+    program per structure and length; on this 2-core machine about 1M points/s (bench/startup.py).
+
+    Every value is validated as `point` would: each distinct value (or, beyond 64 distinct ones, the
+    smallest and largest, and k's integrality everywhere) goes through the scenario's own checks."""
+    import dataclasses
+
+    import polars as pl
+
+    from .errors import SpecError
+
+    unknown = sorted(set(columns) - set(VARYING))
+    if unknown:
+        raise SpecError(f"points: {unknown[0]!r} is not a column points takes; expected some of {', '.join(VARYING)}")
+    if not columns:
+        raise SpecError(f"points: no columns; give one or more of {', '.join(VARYING)} as arrays")
+    cols = {n: np.asarray(v, dtype=np.float64).reshape(-1) for n, v in columns.items()}
+    n = {len(v) for v in cols.values()}
+    if len(n) != 1:
+        raise SpecError(f"points: columns of different lengths ({', '.join(f'{k}={len(v)}' for k, v in cols.items())})")
+    if "k" in cols and scenario.tree_topk is not None:
+        raise SpecError("points: k as a column needs a chain drafter (a tree's depth is fixed by its shape)")
+    for name, v in cols.items():
+        if not np.all(np.isfinite(v)):
+            raise SpecError(f"points: {name} has a non-finite value at row {int(np.argmin(np.isfinite(v)))}")
+        if name == "k" and not np.all(v == np.round(v)):
+            raise SpecError(f"points: k={float(v[np.argmax(v != np.round(v))])!r} at row {int(np.argmax(v != np.round(v)))};"
+                            " expected a whole number of draft tokens")
+        distinct = np.unique(v)
+        for x in (distinct if distinct.size <= _CHECKED_EACH else distinct[[0, -1]]):
+            dataclasses.replace(scenario, **{name: int(x) if name == "k" else float(x)})  # the scenario's checks
+    if "k" in cols and block_k(scenario) is not None and cols["k"].max() > block_k(scenario):
+        raise SpecError(f"points: k={int(cols['k'].max())} exceeds the drafter's block ({block_k(scenario)} draft "
+                        "tokens at most)")
+    hw, deploy, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
+    f = np.asarray(dec.alpha).dtype
+    r = _steps(hw, deploy, tgt, draft, dec, {name: v.astype(f) for name, v in cols.items()})
+    out = {name: cols[name] for name in cols}
+    for key, v in r._asdict().items():
+        v = np.asarray(v)
+        if key == "status":
+            out[key] = pl.Series(key, Point.decode(v).tolist(), dtype=pl.Enum(Point.names()))
+        elif key == "verify_compute_bound":
+            out["bound"] = np.where(v, "compute", "memory")
+        elif key == "feasible":
+            out[key] = v.astype(bool)
+        else:
+            out[key] = v
+    return pl.DataFrame(out)
