@@ -73,9 +73,11 @@ def test_benchmark_pairs_become_measurement_rows(tmp_path, capsys):
                                    "--draft", "eagle3-llama-3.1-8b", "--out", str(out)])
     assert code == 0, err
     (row,) = measured.load(out)
-    assert (row.batch, row.k, row.tau, row.metric) == (16.0, 3, 2.8, "throughput")
-    assert row.speedup == pytest.approx(2400 / 1500) and row.context == pytest.approx(1024 + 128 / 2)
-    assert row.engine == "vllm"
+    # a closed-loop benchmark (max_concurrency 16, rate inf) is a row at that concurrency, not a batch of 16:
+    # the closed loop predicts it with the prefill of arriving requests (docs/model.md §11)
+    assert (row.load_kind, row.concurrency, row.k, row.tau, row.metric) == ("concurrency", 16.0, 3, 2.8, "throughput")
+    assert (row.input_len, row.output_len) == (1024.0, 128.0)
+    assert row.speedup == pytest.approx(2400 / 1500) and row.engine == "vllm"
     sg = tmp_path / "s.csv"
     code, _, err = run(capsys, ["ingest", str(ENG / "sglang_bench.jsonl"), "--target", "llama-3.1-8b", "--hardware",
                                 "h100-sxm", "--drafter", "eagle", "--draft", "eagle3-llama-3.1-8b", "--k", "3",

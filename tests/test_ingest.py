@@ -194,7 +194,7 @@ Per-position acceptance (%):
 
 def test_vllm_bench_console_pair(tmp_path, capsys):
     """Two console reports as `vllm bench serve` prints them (labels from vllm/benchmarks/serve.py): at
-    concurrency 16, 1500 and 2400 output tok/s: speedup 1.6 at batch 16; k = 3 from the three positions."""
+    concurrency 16, 1500 and 2400 output tok/s: a throughput ratio of 1.6 at 16 clients; k = 3 from the three positions."""
     p = tmp_path / "console.txt"
     p.write_text("baseline\n" + CONSOLE.format(dur="100.00", tok="1500.00", tpot="10.00", spec="") + "\nspec\n"
                  + CONSOLE.format(dur="62.50", tok="2400.00", tpot="6.25", spec=SPEC))
@@ -204,8 +204,8 @@ def test_vllm_bench_console_pair(tmp_path, capsys):
                                 "eagle", "--draft", "eagle3-llama-3.1-8b", "--out", str(out)])
     assert code == 0, err
     (row,) = measured.load(out)
-    assert (row.batch, row.k, row.tau, row.metric) == (16.0, 3, 2.8, "throughput")
-    assert row.speedup == pytest.approx(2400 / 1500) and row.context == pytest.approx(1024 + 128 / 2)
+    assert (row.load_kind, row.concurrency, row.k, row.tau, row.metric) == ("concurrency", 16.0, 3, 2.8, "throughput")
+    assert row.speedup == pytest.approx(2400 / 1500) and (row.input_len, row.output_len) == (1024.0, 128.0)
 
 
 def test_sglang_bench_console_at_a_rate(tmp_path):

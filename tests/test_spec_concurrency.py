@@ -129,3 +129,4 @@ def test_cli_prints_the_load_kind_breakdown(data, capsys):
     assert e.value.code in (0, None)
     assert "load concurrency: closed loop" in out and "  concurrency: level" in out
     assert re.search(r"load concurrency: closed loop\s+15\s", out)
+    assert "{" not in out  # the JSON summary only with --json

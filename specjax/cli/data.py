@@ -147,9 +147,10 @@ def validate(csv: Csvs, engine: EngineOpt = None,
         df, summary = _validate.evaluate(rows, engine, None, roofline)
     if out:
         _writetable(df, out)
-    if not as_json:
+    if as_json:
+        print_json(summary)
+    else:
         _metric_table(summary)
-    print_json(summary)
 
 
 @app.command()

@@ -5,7 +5,8 @@ with `fit`: eta_F, eta_W, T_pass_fixed, t_layer, t_kernel, T_draft_fixed, T_step
 one set shared by every training row, each squashed into its catalogue `fit` bounds by a sigmoid.
 Acceptance is the row's where given; otherwise one alpha per acceptance group, the one that matches the
 group's anchor row (as `validate` does; differentiable by the implicit function theorem). Loss: mean
-squared log error of the non-anchor speedups plus, where a row has them, of the measured step times
+squared log error of the non-anchor speedups (at a batch, a rate or a concurrency, each by the model of its
+load, `validate.load_ratio`) plus, where a row has them, of the measured step times
 (`t_base_s`, `t_sd_step_s`), each source weighted equally, minimised by optax's Adam (`scale_by_adam`)
 with a cosine-decayed step size. The bounds are physical: decode kernels reach 70-100% of HBM bandwidth
 and 30-100% of peak FLOP/s, so what the roofline misses beyond that must be overhead.
@@ -83,9 +84,12 @@ def _source_weights(rows):
     return np.array([len(rows) / (len(per_source) * per_source[r.source]) for r in rows])
 
 
-def _speedup_data(rows, weight, dtype):
-    """Stacked pytrees (pure roofline) of speedup rows and the arrays their residuals need."""
-    stacked = measured.stack(rows, engines.load(engines.PURE), None, dtype)
+def _speedup_data(rows, weight, dtype, kind="batch"):
+    """Stacked pytrees of speedup rows of one load kind and the arrays their residuals need. Rows per
+    batch are stacked under the pure roofline; rows at a request rate or a concurrency under their own
+    engine's profile, for its scheduler limits on their GPU (the engine terms are replaced by the fitted
+    ones either way)."""
+    stacked = measured.stack(rows, engines.load(engines.PURE) if kind == "batch" else None, None, dtype)
     known, _ = validate.known_alpha(rows, dtype)
     anchor_of = validate.anchors(rows, known)
     times = lambda attr: jnp.asarray([getattr(r, attr) or np.nan for r in rows], dtype)  # noqa: E731
@@ -95,10 +99,12 @@ def _speedup_data(rows, weight, dtype):
     t_base, t_sd = times("t_base_s"), times("t_sd_step_s")
     scored = (anchor_of < 0) | (anchor_of != np.arange(len(rows)))
     used = np.concatenate([scored, np.isfinite(np.asarray(t_base)), np.isfinite(np.asarray(t_sd))])
-    return dict(stacked=stacked, alpha_known=jnp.asarray(np.nan_to_num(known, nan=0.5), dtype),
-                anchor_of=jnp.asarray(anchor_of), anchor_rows=jnp.asarray(anchor_rows, jnp.int32),
-                anchor_pos=jnp.asarray(anchor_pos, jnp.int32), s_meas=jnp.asarray([r.speedup for r in rows], dtype),
-                t_base=t_base, t_sd=t_sd), used, np.tile(weight, 3)
+    metric = validate.metric_codes(rows) if kind != "batch" else jnp.zeros(len(rows), jnp.int32)
+    block = dict(stacked=stacked, alpha_known=jnp.asarray(np.nan_to_num(known, nan=0.5), dtype),
+                 anchor_of=jnp.asarray(anchor_of), anchor_rows=jnp.asarray(anchor_rows, jnp.int32),
+                 anchor_pos=jnp.asarray(anchor_pos, jnp.int32), s_meas=jnp.asarray([r.speedup for r in rows], dtype),
+                 t_base=t_base, t_sd=t_sd, metric=metric)
+    return block, used, np.tile(weight, 3)
 
 
 def _plain_data(rows, weight, dtype):
@@ -124,12 +130,13 @@ def _data(rows, dtype):
     (`_plain_data`), each row weighted so that every source weighs the same, `used` marking the
     residuals that count (in `_residuals`' order)."""
     weight = _source_weights(rows)
-    spd = [i for i, r in enumerate(rows) if not r.is_step]
     plain = [i for i, r in enumerate(rows) if r.is_step]
-    data, used, weights = {}, [], []
-    if spd:
-        data["speedups"], u, w = _speedup_data([rows[i] for i in spd], weight[spd], dtype)
-        used.append(u), weights.append(w)
+    data, used, weights = {"speedups": {}}, [], []
+    for kind in validate.LOAD_KINDS:  # speedups per batch, at a request rate, at a concurrency: one block each
+        spd = [i for i, r in enumerate(rows) if not r.is_step and r.load_kind == kind]
+        if spd:
+            data["speedups"][kind], u, w = _speedup_data([rows[i] for i in spd], weight[spd], dtype, kind)
+            used.append(u), weights.append(w)
     if plain:
         data["plain"], u, w = _plain_data([rows[i] for i in plain], weight[plain], dtype)
         used += u
@@ -156,30 +163,45 @@ def _with_terms(hw, vals):
                          for n, v in vals.items()})
 
 
-def _speedup_residuals(vals, data):
-    """Log residuals of speedup rows: speedups of non-anchor rows, then step times where measured."""
+def _speedup_residuals(vals, data, kind="batch"):
+    """Log residuals of speedup rows of one load kind: speedups (ratios at a rate or a concurrency, by the
+    model of the row's load, `validate.load_ratio`) of non-anchor rows, then step times where measured
+    (rows per batch only; rows at load carry none: those entries do not count)."""
     hw, deploy, tgt, dr, dec = data["stacked"]
     hw = _with_terms(hw, vals)
+    metric = data["metric"]
+    load = {} if kind == "batch" else dict(kind=kind)
     anchor_of, sel = data["anchor_of"], data["anchor_rows"]
     if sel.shape[0]:  # alpha matched at each acceptance group's anchor only
         sub = jax.tree.map(lambda x: x[sel], (hw, deploy, tgt, dr, dec))
-        a_anchor = jax.vmap(lambda *a: validate.matching_alpha(*a, 40))(*sub, data["s_meas"][sel])
+        a_anchor = jax.vmap(lambda *a: validate.matching_alpha(*a[:6], 40, metric=a[6], **load))(
+            *sub, data["s_meas"][sel], metric[sel])
         alpha = jnp.where(anchor_of >= 0, a_anchor[data["anchor_pos"]], data["alpha_known"])
     else:
         alpha = data["alpha_known"]
-    r = jax.vmap(step)(hw, deploy, tgt, dr, dec.replace(alpha=alpha))
-    out = [jnp.log(r.speedup) - jnp.log(data["s_meas"])]
-    for pred, meas in ((r.t_target_s, data["t_base"]), (r.t_sd_step_s, data["t_sd"])):
+    dec = dec.replace(alpha=alpha)
+    if kind == "batch":
+        r = jax.vmap(step)(hw, deploy, tgt, dr, dec)
+        pred, times = r.speedup, (r.t_target_s, r.t_sd_step_s)
+    else:
+        pred, _ = jax.vmap(lambda *a: validate.load_ratio(*a[:5], kind, a[5]))(hw, deploy, tgt, dr, dec, metric)
+        times = (jnp.ones_like(pred), jnp.ones_like(pred))  # no step times at load (`used` is False there)
+    out = [jnp.log(pred) - jnp.log(data["s_meas"])]
+    for p, meas in zip(times, (data["t_base"], data["t_sd"])):
         ok = jnp.isfinite(meas)
-        out.append(jnp.log(pred) - jnp.log(jnp.where(ok, meas, 1.0)))
+        out.append(jnp.log(p) - jnp.log(jnp.where(ok, meas, 1.0)))
     return out
 
 
 def _residuals(vals, data):
     """Log residuals: speedup rows (`_speedup_residuals`), then plain step times under load, each by the
     model of its load kind (`validate.plain_at`); 0 where an entry does not count (`data["used"]`)."""
-    out = _speedup_residuals(vals, data["speedups"]) if "speedups" in data else []
-    for kind, blk in data.get("plain", {}).items():
+    # blocks in `validate.LOAD_KINDS` order, as `_data` stacked `used` (a dict under jit is in key order)
+    spd = data["speedups"]
+    out = [r for kind in validate.LOAD_KINDS if kind in spd for r in _speedup_residuals(vals, spd[kind], kind)]
+    plain = data.get("plain", {})
+    for kind in (k for k in validate.LOAD_KINDS if k in plain):
+        blk = plain[kind]
         hw, deploy, tgt, dr, dec = blk["stacked"]
         pred, _ = jax.vmap(lambda *a, kind=kind: validate.plain_at(kind, *a))(
             _with_terms(hw, vals), deploy, tgt, dr, dec, blk["n"], blk["metric"])
@@ -323,8 +345,7 @@ def fit(rows, *, name="calibrated", hbm_efficiency=0.85, holdout_fraction=0.3, s
     `prior`: values to start from and to hold the unidentified terms at (default `PRIORS`), e.g. a
     profile pooled over every engine, so that an engine's own data refines what it identifies.
     `progress`: callable(stage, done, total, loss) or None."""
-    # speedups at a rate or a concurrency are validation only; plain step times calibrate at every load
-    rows = [r for r in rows if not r.unsupported and (r.is_step or r.load_kind == "batch")]
+    rows = [r for r in rows if not r.unsupported]  # speedups and plain step times, at every load
     speedups = [r for r in rows if not r.is_step]
     bad = dict(zip(map(id, speedups), validate.inconsistent(speedups))) if speedups else {}
     rows = [r for r in rows if not bad.get(id(r), False)]
@@ -335,7 +356,7 @@ def fit(rows, *, name="calibrated", hbm_efficiency=0.85, holdout_fraction=0.3, s
     if not tr_rows:
         raise SpecError("calibration needs at least one supported, consistent training row")
     has_times = any(r.is_step or r.t_base_s or r.t_sd_step_s for r in tr_rows)
-    under_load = any(r.is_step and r.load_kind != "batch" for r in tr_rows)
+    under_load = any(r.load_kind != "batch" for r in tr_rows)
     if fields is None:
         fields = tuple(f for f in FIELDS if under_load or f not in SERVING_ONLY)
     held = dict(prior or PRIORS)

@@ -962,9 +962,11 @@ def pair_results(results):
 
 def measurement_rows(pairs, fmt, target, hardware, drafter, draft=None, tp=1, k=None, weight_dtype="bf16",
                      draft_tp=None):
-    """Rows of the measurement schema (`measured.COLUMNS` + engine, and the rate columns) from paired
-    results: at a bounded concurrency and no request rate, a row per batch (batch = max_concurrency,
-    speedup = output throughput ratio); at a request rate, a row per rate (TPOT ratio)."""
+    """Rows of the measurement schema (`measured.COLUMNS` + engine, and the load columns) from paired
+    results: at a bounded concurrency and no request rate, a row at that client concurrency (the closed
+    loop of docs/model.md §11: output-throughput ratio at equal N, with the mean prompt and output
+    lengths, so that prefill of arriving requests is predicted as it ran); at a request rate, a row per
+    rate (TPOT ratio)."""
     engine = get(fmt).engine
     rows = []
     for base, sd in pairs:
@@ -981,14 +983,16 @@ def measurement_rows(pairs, fmt, target, hardware, drafter, draft=None, tp=1, k=
         if sd.qps is None and sd.concurrency is not None:
             if not base.output_tok_s > 0:
                 raise _err(base.path, base.line, "output throughput 0: no baseline to compare with")
-            rows.append(dict(common, batch=sd.concurrency, context=round(sd.input_len + sd.output_len / 2, 1),
-                             measured_speedup=round(sd.output_tok_s / base.output_tok_s, 5), metric="throughput",
-                             qps="", input_len="", output_len="", measured_ratio=""))
+            rows.append(dict(common, batch="", context="", measured_speedup="", metric="throughput", qps="",
+                             concurrency=sd.concurrency, input_len=round(sd.input_len, 1),
+                             output_len=round(sd.output_len, 1),
+                             measured_ratio=round(sd.output_tok_s / base.output_tok_s, 5)))
         elif sd.qps is not None:
             if not (math.isfinite(sd.tpot_s) and math.isfinite(base.tpot_s)):
                 bad = sd if not math.isfinite(sd.tpot_s) else base
                 raise _err(bad.path, bad.line, "no mean TPOT: a result at a request rate is compared on TPOT")
             rows.append(dict(common, batch="", context="", measured_speedup="", metric="tpot", qps=sd.qps,
+                             concurrency="",
                              input_len=round(sd.input_len, 1), output_len=round(sd.output_len, 1),
                              measured_ratio=round(base.tpot_s / sd.tpot_s, 5)))
         else:
