@@ -311,6 +311,35 @@ def test_api_and_cli_concurrency(capsys):
         assert e.value.code == 2 and msg in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_concurrency_figure_draws_what_the_api_says(tmp_path, capsys):
+    """`plot serving --x concurrency`: TPOT and output throughput over N per side, the switch-off concurrency and
+    the batch caps of `api.serve_concurrency` (the closed loop's own search, whatever the plotted grid)."""
+    from specjax.outputs import curves, plots
+
+    scs = {f"alpha={a}": Scenario(**{**BLOG, "alpha": a}) for a in (0.6, 0.7)}
+    df, marks = curves.concurrency_grid(scs, points=9)
+    fig, data = plots.concurrency_figure(df, marks)
+    want = api.serve_concurrency(Scenario(**BLOG), [1, 64, 1000])  # the shapes of test_api_and_cli_concurrency
+    m = marks["alpha=0.7"]
+    for key in ("switch_off_concurrency", "max_concurrency_base", "max_concurrency_sd"):
+        assert m[key] == pytest.approx(want[key], rel=1e-5), key
+    assert marks["alpha=0.6"]["switch_off_concurrency"] < m["switch_off_concurrency"]
+    assert data.height == 2 and df.height == 18 and df["concurrency"].max() >= m["max_concurrency_base"]
+    one = df.filter((df["label"] == "alpha=0.7") & (df["concurrency"] == 1.0)).row(0, named=True)
+    assert one["tpot_sd_s"] == pytest.approx(want["points"][0]["tpot_sd_s"], rel=1e-5)
+    assert one["throughput_sd_tok_s"] == pytest.approx(want["points"][0]["throughput_sd_tok_s"], rel=1e-5)
+    assert set(df.filter(df["concurrency"] > m["max_concurrency_sd"] * 1.01)["status_sd"]) == {"queued"}
+    assert len(plots.save(fig, tmp_path / "closed")) == 2
+    plot = ["plot", "serving", *ARGS[1:], "--out", str(tmp_path / "cli")]
+    for bad, msg in ((["--x", "batch"], "x='batch'; plot serving takes --x qps or concurrency"),
+                     (["--y", "qps"], "y='qps'; plot serving takes")):
+        with pytest.raises(SystemExit) as e:
+            main(plot + bad)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and msg in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "cli.png").exists()
+
+
 SPEC = """
 name = "closed_tiny"
 hardware = ["h100-sxm"]

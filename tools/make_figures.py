@@ -1,7 +1,8 @@
 """Regenerate the README's figures (docs/*.png) from the shipped specs and data.
 
 Run from the repository root: ``python tools/make_figures.py`` (``... validation``: only
-docs/validation.png; ``... parallel``: only docs/parallel_drafters.png). Every number in a figure
+docs/validation.png; ``... parallel``: only docs/parallel_drafters.png; ``... closed_loop``: only
+docs/closed_loop.png). Every number in a figure
 comes from specjax itself: the seed sweep, the sensitivity kernel and the validation of
 data/measured/*.csv (pure, shipped, leave one source out).
 """
@@ -85,9 +86,22 @@ def main():
     fig, _ = plots.serving_figure(*curves.serving_grid({f"llama-3-70b | alpha={a:g}": Scenario(**blog, alpha=a)
                                                         for a in (0.5, 0.6, 0.7)}))
     plots.save(fig, docs / "serving")
+    closed_loop_figure(docs)
     parallel_figure(docs)
     validation_figure(docs)
     shutil.rmtree(tmp)
+
+
+def closed_loop_figure(docs):
+    """docs/closed_loop.png: the README's closed-loop example (Llama-3-70B on 4 x H100, Qwama-0.5B drafting
+    k = 4, 256 prompt and 256 output tokens, vLLM profile) at three acceptance rates, over client concurrency."""
+    base = dict(target="llama-3-70b", hardware="h100-sxm", tp=4, drafter="model", draft="qwama-0.5b", draft_tp=1,
+                k=4, engine="vllm", input_len=256, output_len=256)
+    fig, table = plots.concurrency_figure(*curves.concurrency_grid(
+        {f"llama-3-70b | alpha={a:g}": Scenario(**base, alpha=a) for a in (0.6, 0.7, 0.8)}),
+        title="Llama-3-70B + Qwama-0.5B (k 4) on 4 x H100, vLLM: closed loop, 256/256 tokens")
+    plots.save(fig, docs / "closed_loop")
+    print(table)
 
 
 def parallel_figure(docs):
@@ -126,5 +140,7 @@ if __name__ == "__main__":
         validation_figure(ROOT / "docs")
     elif sys.argv[1:] == ["parallel"]:
         parallel_figure(ROOT / "docs")
+    elif sys.argv[1:] == ["closed_loop"]:
+        closed_loop_figure(ROOT / "docs")
     else:
         main()

@@ -333,9 +333,19 @@ def _optimal_k_figure(req):
     return plots.optimal_k_figure(grid, title=f"Best draft length k*: {label}")
 
 
+SERVING_AXES = ("qps", "concurrency")  # `plot serving --x`: an open loop over request rates, or a closed loop
+
+
 def _serving_figure(req):
     from ..outputs import curves, plots
 
+    x = req.x or SERVING_AXES[0]
+    if x not in SERVING_AXES or req.y is not None:
+        bad = ("y", req.y) if req.y is not None else ("x", x)
+        raise SpecError(f"{bad[0]}={bad[1]!r}; plot serving takes --x {' or '.join(SERVING_AXES)} (the x axis) and "
+                        "no --y")
+    if x == "concurrency":
+        return plots.concurrency_figure(*curves.concurrency_grid(req.scenarios()))
     return plots.serving_figure(*curves.serving_grid(req.scenarios()))
 
 
@@ -364,7 +374,9 @@ def plot(model, load, kind: Annotated[PlotKind, typer.Argument(help="What to dra
          ] = None,
          batch: Annotated[Optional[list[float]], typer.Option(help="Batches (roofline; default grids otherwise).")
                           ] = None,
-         x: Annotated[Optional[str], typer.Option(help="crossover-map: column on the x axis.")] = None,
+         x: Annotated[Optional[str], typer.Option(help="crossover-map: column on the x axis; serving: qps "
+                                                        "(request rate, default) or concurrency (closed loop).")
+                      ] = None,
          y: Annotated[Optional[str], typer.Option(help="crossover-map: column on the y axis.")] = None,
          as_json: Json = False):
     """Draw a figure (PNG and SVG) from a sweep directory or from model flags (--target, --hardware and

@@ -2,8 +2,9 @@
 
 `speedup_grid` evaluates `speculative.step` over batches, `optimal_k_grid` the optax k* search,
 `roofline_points` the per-operator roofline times of `roofline.operator_times` (non-overlap and
-efficiencies included), each through a compiled kernel of `engine.curve_kernels`, and `serving_grid`
-`api.serve`; each returns a polars DataFrame that `plots` draws.
+efficiencies included), each through a compiled kernel of `engine.curve_kernels`, `serving_grid`
+`api.serve` and `concurrency_grid` `api.serve_concurrency`; each returns a polars DataFrame that `plots`
+draws.
 """
 
 import pathlib
@@ -83,5 +84,39 @@ def serving_grid(scenarios, points=41):
         from ..errors import SpecError
 
         raise SpecError(f"nothing to plot: {', '.join(marks)}: {Curve.SD_DOES_NOT_FIT.text('over_rate')} (status "
+                        f"{Curve.SD_DOES_NOT_FIT.label}; lower --input-len or --output-len, or raise --tp)")
+    return pl.concat(frames), marks
+
+
+CLOSED_COLUMNS = ("concurrency", "tpot_base_s", "tpot_sd_s", "throughput_base_tok_s", "throughput_sd_tok_s",
+                  "batch_base", "batch_sd", "ratio_e2e", "status_base", "status_sd", "status")
+CLOSED_MARKS = ("switch_off_concurrency", "max_concurrency_base", "max_concurrency_sd", "curve_status")
+
+
+def concurrency_grid(scenarios, points=41):
+    """`api.serve_concurrency` for each `{label: Scenario}` (with a load) on `points` whole client counts N
+    (log-spaced, repeats at small N kept) from 1 to 1.5 times the largest of both sides' batch caps and the switch-off concurrency (found on a first,
+    wide grid of the same length, so one compiled program serves both calls): (rows with label and
+    `CLOSED_COLUMNS`; {label: `CLOSED_MARKS`}). A scenario whose one request does not fit has a mark and
+    no rows; if none fits, a `SpecError` says so."""
+    from .. import api
+
+    frames, marks = [], {}
+    for label, sc in scenarios.items():
+        wide = api.serve_concurrency(sc, np.round(np.geomspace(1.0, 65536.0, points)))
+        top = max([wide[k] or 0.0 for k in CLOSED_MARKS[:3]] + [16.0])
+        r = api.serve_concurrency(sc, np.round(np.geomspace(1.0, 1.5 * top, points)))  # same length: one compile
+        marks[label] = {k: r[k] for k in CLOSED_MARKS}
+        rows = [p for p in r["points"] if p["status"] not in ("sd_does_not_fit", "model_does_not_fit")]
+        if not rows:
+            continue
+        df = pl.DataFrame(rows).select(CLOSED_COLUMNS)
+        frames.append(df.with_columns(pl.lit(label).alias("label")).cast(
+            {c: pl.Float64 for c in CLOSED_COLUMNS if not c.startswith("status")}))
+    if not frames:
+        from ..cost.status import Curve
+        from ..errors import SpecError
+
+        raise SpecError(f"nothing to plot: {', '.join(marks)}: {Curve.SD_DOES_NOT_FIT.text('over_clients')} (status "
                         f"{Curve.SD_DOES_NOT_FIT.label}; lower --input-len or --output-len, or raise --tp)")
     return pl.concat(frames), marks

@@ -489,3 +489,62 @@ def serving_figure(df, marks, title="Serving load: TPOT and batch vs request rat
     top.legend(fontsize=7, frameon=False, loc="upper left",
                title="dotted: switch-off rate; ticks at the bottom: sustainable rates", title_fontsize=7)
     return fig, pl.DataFrame(rows)
+
+
+def concurrency_figure(df, marks, title="Closed loop: TPOT and output throughput vs client concurrency"):
+    """TPOT (top) and output throughput (bottom) vs client concurrency N (docs/model.md §11, `vllm bench
+    serve --max-concurrency N`), without (dashed) and with (solid) speculation, one colour per scenario
+    (`df`, `marks` from `curves.concurrency_grid`); the switch-off concurrency is a dotted vertical line, each
+    side's batch cap (beyond it clients queue for a slot: the curves go flat, the wait goes into TTFT) a tick
+    on the N axis (dashed: without speculation), and the queued part of a curve is drawn thin."""
+    fig, (top, bottom) = _subplots(2, 1, figsize=(8.4, 7.0), sharex=True, layout="constrained")
+    rows = []
+    bases = [tuple(np.round(g.sort("concurrency")["tpot_base_s"].to_numpy(), 12)) for _, g in
+             df.group_by("label", maintain_order=True)]
+    shared = len(bases) > 1 and len(set(bases)) == 1  # one baseline for every series (they differ in the drafter)
+    for j, (label, g) in enumerate(df.group_by("label", maintain_order=True)):
+        label = label[0] if isinstance(label, tuple) else label
+        color, m = OKABE_ITO[j % len(OKABE_ITO)], marks[label]
+        g = g.sort("concurrency")
+        n = g["concurrency"].to_numpy()
+        off = m["switch_off_concurrency"]
+        tag = f"switch-off {off:.3g} clients" if off else Curve.of(m["curve_status"]).text("tag").replace(
+            "sustainable rate", "concurrency")
+        for ax, base, sd, scale in ((top, "tpot_base_s", "tpot_sd_s", 1e3),
+                                    (bottom, "throughput_base_tok_s", "throughput_sd_tok_s", 1.0)):
+            for col, side, ls, lw, c, name in ((base, "status_base", "--", 1.6, "black" if shared else color,
+                                                "no speculation" if shared else f"{label}: no speculation"),
+                                               (sd, "status_sd", "-", 2.2, color, f"{label}: speculation ({tag})")):
+                if col == base and shared and j > 0:
+                    continue
+                y = g[col].to_numpy() * scale
+                queued = g[side].to_numpy() == "queued"
+                admitted = np.where(~queued | np.roll(~queued, 1), y, np.nan)  # joined to the first queued point
+                ax.plot(n, admitted, color=c, ls=ls, lw=lw, label=name if ax is top else None)
+                ax.plot(n, np.where(queued, y, np.nan), color=c, ls=ls, lw=0.8)
+            if off:
+                ax.axvline(off, color=color, ls=":", lw=1.2)
+        for key, ls in (("max_concurrency_base", (0, (2, 1))), ("max_concurrency_sd", "-")):
+            if m[key] and (key == "max_concurrency_sd" or not shared or j == 0):
+                bottom.axvline(m[key], ymin=0, ymax=0.07, lw=3, ls=ls,
+                               color="black" if shared and key == "max_concurrency_base" else color)
+        rows.append(dict(series=label, switch_off_concurrency=off, max_concurrency_base=m["max_concurrency_base"],
+                         max_concurrency_sd=m["max_concurrency_sd"], points=len(n), curve_status=m["curve_status"]))
+    drawn = {r["series"] for r in rows}
+    rows += [dict(series=label, switch_off_concurrency=None, max_concurrency_base=m["max_concurrency_base"],
+                  max_concurrency_sd=m["max_concurrency_sd"], points=0, curve_status=m["curve_status"])
+             for label, m in marks.items() if label not in drawn]
+    plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
+    top.set_xscale("log")
+    for ax in (top, bottom):
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    bottom.xaxis.set_major_formatter(plain)
+    _style(top, "", "TPOT (ms per output token, log)", title)
+    _style(bottom, "client concurrency N (requests in flight, log scale)", "output throughput (tokens/s, log)")
+    top.legend(fontsize=7, frameon=False, loc="upper left",
+               title="dotted: switch-off concurrency; ticks at the bottom: batch caps (thin: clients queue)",
+               title_fontsize=7)
+    return fig, pl.DataFrame(rows)
