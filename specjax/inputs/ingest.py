@@ -1195,11 +1195,12 @@ class Format:
     Attributes:
       name: the value of `--format` (and of the `format` column of an acceptance summary).
       engine: the engine whose output it is (the `engine` column).
-      gives: `ACCEPTANCE` or `BENCH`.
+      gives: `ACCEPTANCE`, `BENCH` or `REQUESTS`.
       detect: (the first 64 KB of a file, as text) -> whether the file is in this format. Formats are
         tried in registration order; the first that accepts wins.
-      read: (paths) -> for `ACCEPTANCE`, [(file label, {batch: Totals})], one group per file or one for
-        all of them (two metric scrapes); for `BENCH`, [BenchResult] of every file.
+      read: (paths, **options) -> for `ACCEPTANCE`, [(file label, {batch: Totals})], one group per file or
+        one for all of them (two metric scrapes); for `BENCH`, [BenchResult] of every file; for `REQUESTS`,
+        [(file label, [row])].
       help: one line for `--help`.
       empty: why a file of this format can hold no samples (said when one holds none).
       options: `ingest` flags the reader takes as keyword arguments (`REQUESTS` formats: ("k",) where the
