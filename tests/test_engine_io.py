@@ -366,6 +366,21 @@ def test_advise_cli_json(capsys):
     assert code == 2 and "engine_version='0.9'" in err and "trtllm >= 1.0" in err and len(err.strip().splitlines()) == 1
 
 
+def test_sglang_configuration_carries_its_speculative_cap(capsys):
+    """SGLang with speculation on and no --max-running-requests runs at most 48 requests (`server_args.py`), so
+    without --max-num-seqs the emitted configuration says so: admission limit 48, `--max-running-requests 48`;
+    a smaller --max-num-seqs caps it further."""
+    args = ["advise", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "eagle", "--draft",
+            "eagle3-llama-3.1-8b", "--position-rates", "0.601,0.286,0.128", "--engine", "sglang", "--k-max", "3",
+            "--json"]
+    for extra, cap in (([], 48), (["--max-num-seqs", "32"], 32)):
+        code, text, err = run(capsys, args + extra)
+        assert code == 0, err
+        r = json.loads(text)
+        assert r["emit"] == "sglang" and r["admission_limit"] == r["config"]["max_running_requests"] == cap
+        assert f"--max-running-requests {cap}" in r["command_line"] and r["runs"][-1][1] == cap
+
+
 def test_engine_profile_carries_its_engine_version(tmp_path, capsys):
     """`engine_version` in an engine profile is the default of advise's --engine-version when the profile is
     for the emitted engine (its name); --engine-version still wins; a bad one fails when the profile is read."""

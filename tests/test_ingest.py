@@ -35,18 +35,26 @@ def rows_of(path, fmt="vllm-log"):
 
 # ---- every sample file: its numbers, or its refusal ---------------------------------------------------
 
+SAMPLE_FORMATS = {  # every file in engine_samples and the format it is detected as
+    "sglang_2025-12_fastrl_pr4.log": "sglang-log", "sglang_2026-03_nextn_pr21723.log": "sglang-log",
+    "sglang_2026-05_cut_columns_pr25960.log": "sglang-log", "sglang_2026-07_npu_decode_pr608.log": "sglang-log",
+    "sglang_bench_console_npu_eagle3_pr17098.txt": "sglang-bench-console",
+    "tokenspeed_2026-07_smg_issue1965.log": "sglang-log",
+    "trtllm_metrics_1.0rc4_issue6364_verbatim.txt": "trtllm-stats",
+    "vllm_0.9.0.1_ngram_issue19254.log": "vllm-log", "vllm_2026-05_dflash_aeon7_issue6.log": "vllm-log",
+    "vllm_2026-05_gemma4_mtp_issue41789.log": "vllm-log", "vllm_2026-08_ascend_dspark_issue13640.log": "vllm-log",
+    "vllm_bench_console_2026-01_pr31739.txt": "vllm-bench-console",
+    "vllm_bench_console_spec_only_2026-08_pr48892.txt": "vllm-bench-console",
+    "vllm_metrics_2026-05_pr41916_truncated.prom": "vllm-metrics", "vllm_v0_issue7301.log": "vllm-log"}
+
+
 def test_every_sample_is_a_test():
-    """Each file in engine_samples is one of the cases below (a new sample without a test fails here)."""
-    covered = {"sglang_2025-12_fastrl_pr4.log", "sglang_2026-03_nextn_pr21723.log",
-               "trtllm_metrics_1.0rc4_issue6364_verbatim.txt", "vllm_0.9.0.1_ngram_issue19254.log",
-               "vllm_2026-05_dflash_aeon7_issue6.log", "vllm_2026-05_gemma4_mtp_issue41789.log",
-               "vllm_bench_console_2026-01_pr31739.txt", "vllm_metrics_2026-05_pr41916_truncated.prom",
-               "vllm_v0_issue7301.log"}
-    assert {p.name for p in SAMPLES.iterdir()} - {"PROVENANCE.md"} == covered
-    want = {"sglang": "sglang-log", "trtllm": "trtllm-stats", "vllm_bench_console": "vllm-bench-console",
-            "vllm_metrics": "vllm-metrics"}
-    for name in covered:
-        fmt = next((v for k, v in want.items() if name.startswith(k)), "vllm-log")
+    """Each file in engine_samples is one of the cases below (a new sample without a test fails here), named in
+    PROVENANCE.md, and detected as the format its engine's code writes."""
+    assert {p.name for p in SAMPLES.iterdir()} - {"PROVENANCE.md"} == set(SAMPLE_FORMATS)
+    provenance = (SAMPLES / "PROVENANCE.md").read_text()
+    for name, fmt in SAMPLE_FORMATS.items():
+        assert f"`{name}`" in provenance, name
         assert ingest.detect(SAMPLES / name) == fmt, name
 
 
@@ -107,7 +115,43 @@ def test_sglang_samples_old_and_new_punctuation():
     assert (new["batch"], new["intervals"], new["accepted_length"]) == (2, 1, pytest.approx(2.64))
 
 
+def test_vllm_2026_08_dspark_k7_two_intervals_no_stat_line():
+    """vllm-ascend nightly (Aug 2026), DSpark k = 7, two SpecDecoding lines and no Engine line: 161 / 7 = 23 and
+    385 / 7 = 55 drafts (1 + 44 / 23 = 2.913, printed 2.91; 1 + 106 / 55 = 2.927, printed 2.93: Drafted / k
+    reproduces the engine's mean, so k did not vary); together 1 + 150 / 78 = 2.923, batch unknown. Position 1
+    = (0.739 * 23 + 0.691 * 55) / 78."""
+    (row,) = ingest.acceptance([SAMPLES / "vllm_2026-08_ascend_dspark_issue13640.log"], "vllm-log")
+    assert (row["batch"], row["batch_from"], row["k"], row["intervals"], row["drafts"]) == (None, "unknown", 7, 2, 78)
+    assert row["accepted_length"] == pytest.approx(1 + 150 / 78)
+    assert row["position_rates"].startswith(f"{(0.739 * 23 + 0.691 * 55) / 78:.4f},")
+    assert len(row["position_rates"].split(",")) == 7
+
+
+def test_sglang_2026_npu_lines_and_a_tokenspeed_fork():
+    """sgl-kernel-npu PR 608 (July 2026): `[... TP0 EP0] Decode batch,` lines among Prefill and HTTP lines, one
+    interval each: 24 running accept len 3.05, 23 -> 2.63, 22 -> 2.83 (`accept rate` beside them is not used).
+    tokenspeed (an SGLang-derived engine, smg issue 1965): `avg_accept_len: 1.90` at 2 running, the bonus
+    included (accept_rate 0.30 x k 3 = 0.90 accepted drafts per pass, 1 + 0.90 = 1.90)."""
+    rows = rows_of(SAMPLES / "sglang_2026-07_npu_decode_pr608.log", "sglang-log")
+    assert {b: (r["intervals"], r["accepted_length"]) for b, r in rows.items()} == {
+        24: (1, pytest.approx(3.05)), 23: (1, pytest.approx(2.63)), 22: (1, pytest.approx(2.83))}
+    (fork,) = ingest.acceptance([SAMPLES / "tokenspeed_2026-07_smg_issue1965.log"], "sglang-log")
+    assert (fork["batch"], fork["accepted_length"], fork["k"]) == (2, pytest.approx(1.90), None)
+
+
 @pytest.mark.parametrize("name,msg", [
+    # the terminal cut the columns: "token usaccept rate: 0.32" lost 'accept len' (SGLang prints it right before
+    # 'accept rate'), so the run was speculative and its tau is not in the paste; skipping the line would have said
+    # "a run without speculation", which is false
+    ("sglang_2026-05_cut_columns_pr25960.log", "line 1: a 'Decode batch' line with 'accept rate' but no 'accept "
+     "len' (SGLang prints them together: the line is cut short?)"),
+    # the comment pasted only the Speculative Decoding section (tau 1.83, k 1): no load, throughput or baseline to
+    # pair, so no measurement row can be made from it
+    ("vllm_bench_console_spec_only_2026-08_pr48892.txt", "line 1: a 'Speculative Decoding' section without its "
+     "'Serving Benchmark Result' block"),
+    # one speculative run (EAGLE3 on NPU, accept length 2.14 at concurrency 8) and no run without speculation
+    ("sglang_bench_console_npu_eagle3_pr17098.txt", "line 1: a speculative result (accepted length 2.14) without a "
+     "baseline at max_concurrency=8.0, request_rate=None"),
     # the one iteration has "specDecodingStats": null (the server ran without speculation): skipped, not an error
     ("trtllm_metrics_1.0rc4_issue6364_verbatim.txt", "no speculative-decoding samples (trtllm-stats): every "
      "iteration has specDecodingStats null or no drafts (speculation was off)"),
@@ -621,4 +665,61 @@ def test_impossible_vllm_requests_are_refused(tmp_path, capsys, change, msg):
     p.write_text(_vllm_resp("x", spec) + "\n")
     code, _, err = run(capsys, ["ingest", str(p), "--out", str(tmp_path / "o.csv")])
     assert code == 2 and msg in err and "line 1" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "o.csv").exists()
+
+
+# ---- per-request accepted lengths: TensorRT-LLM perf metrics ---------------------------------------------
+# The two fixtures are built exactly as the engine writes them (NVIDIA/TensorRT-LLM main, 2026): the body of
+# `GET /perf_metrics` (`tensorrt_llm/serve/openai_server.py`, `get_perf_metrics`: a list of {"request_id",
+# "perf_metrics": {"first_iter", "last_iter", "timing_metrics", "kv_cache_metrics", "speculative_decoding"}},
+# serialized compactly by Starlette's JSONResponse) and the `perf_metrics_output_dir` JSON lines
+# (`tensorrt_llm/serve/perf_metrics.py`, `_jsonl_record`: a worker record with "status", and a disaggregated
+# record with "ctx_perf_metrics" / "gen_perf_metrics"). `speculative_decoding` appears only where
+# total_draft_tokens > 0; acceptance_rate is the float32 accepted / drafted of `LlmRequest::createResult`. The
+# numbers are made up; the shapes are the engine's. No real capture was found in public threads.
+TRT_PERF = ENG / "trtllm_perf_metrics.json"
+TRT_PERF_JSONL = ENG / "trtllm_perf_metrics.jsonl"
+
+
+def test_trtllm_per_request_perf_metrics(tmp_path, capsys):
+    """k = 3 (--k): request 1 drafted 129 = 43 rounds x 3, accepted 10: tau = 1 + 10 / 43; request 2 drafted 131
+    (43 full rounds and a last one of 2: ceil(131 / 3) = 44 rounds), accepted 50: 1 + 50 / 44; request 3 has no
+    speculative_decoding (no drafts) and is skipped. JSONL: 60 / 3 = 20 rounds, 45 accepted: 3.25; the
+    disaggregated record's generation side: 30 / 3 = 10 rounds, 0 accepted: 1.0 (its context side drafts nothing)."""
+    assert ingest.detect(TRT_PERF) == ingest.detect(TRT_PERF_JSONL) == "trtllm-requests"
+    a, b = ingest.requests([TRT_PERF], "trtllm-requests", k=3)
+    assert (a["request_id"], a["verify_steps"], a["k"], a["accepted_length"]) == ("1", 43, 3, pytest.approx(1 + 10 / 43))
+    assert (b["request_id"], b["verify_steps"], b["accepted_length"]) == ("2", 44, pytest.approx(1 + 50 / 44))
+    c, d = ingest.requests([TRT_PERF_JSONL], "trtllm-requests", k=3)
+    assert (c["request_id"], c["verify_steps"], c["accepted_length"], c["line"]) == ("7", 20, 3.25, 1)
+    assert (d["request_id"], d["verify_steps"], d["accepted_length"], d["line"]) == ("9", 10, 1.0, 2)
+    out = tmp_path / "r.csv"
+    code, text, err = run(capsys, ["ingest", str(TRT_PERF), "--k", "3", "--out", str(out)])
+    assert code == 0 and "trtllm-requests (trtllm): 2 rows" in text, err
+    # over all verify passes: (10 + 50 + 43 + 44) / (43 + 44) accepted tokens per pass, the bonus included
+    assert f"over all verify passes {(10 + 50 + 87) / 87:.3f}" in text
+    cells = list(csv.DictReader(out.open()))
+    assert [c["accepted_length"][:6] for c in cells] == ["1.2325", "2.1363"] and cells[0]["output_tokens"] == ""
+
+
+@pytest.mark.parametrize("args,edit,msg", [
+    ([], None, "carry no draft length; give --k"),                            # the record has no k
+    (["--k", "3", "--tp", "2"], None, "--tp: for benchmark results only; trtllm-requests gives per-request accepted "
+                                      "lengths, which takes only --k"),
+    (["--k", "3"], ('"total_accepted_draft_tokens":10', '"total_accepted_draft_tokens":11'),
+     "acceptance_rate 0.0775194, but 11 / 129 = 0.0852713"),                  # counts of another request
+    (["--k", "3"], ('"total_accepted_draft_tokens":10', '"total_accepted_draft_tokens":130'),
+     "total_accepted_draft_tokens 130, total_draft_tokens 129; expected whole counts, accepted <= drafted"),
+    (["--k", "3"], ('"total_draft_tokens":129', '"total_draft_tokens":"129"'),
+     "total_draft_tokens = '129'; expected a number >= 0"),
+    (["--k", "3"], ('{"request_id":1,"perf_metrics":', '{"request_id":1,"metrics":'),
+     "line 1: a record without perf_metrics"),
+    (["--k", "99"], None, "--k 99; expected 1 <= k <= 64"),
+])
+def test_impossible_trtllm_requests_are_refused(tmp_path, capsys, args, edit, msg):
+    p = tmp_path / "perf.json"
+    text = TRT_PERF.read_text()
+    p.write_text(text.replace(*edit) if edit else text)
+    code, _, err = run(capsys, ["ingest", str(p), "--out", str(tmp_path / "o.csv"), *args])
+    assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "o.csv").exists()

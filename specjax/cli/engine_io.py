@@ -34,7 +34,8 @@ def ingest(files: Files,
            draft: Annotated[Optional[str], typer.Option(help="Benchmark results: the draft model or head.")] = None,
            tp: Annotated[int, typer.Option(help="Benchmark results: the target's TP degree.")] = 1,
            draft_tp: Annotated[Optional[int], typer.Option(help="Benchmark results: the drafter's TP degree.")] = None,
-           k: Annotated[Optional[int], typer.Option(help="Benchmark results without a draft length in them.")] = None,
+           k: Annotated[Optional[int], typer.Option(help="Benchmark results without a draft length in them, and "
+                                                             "trtllm-requests: the served max_draft_len.")] = None,
            weight_dtype: Annotated[str, typer.Option(help="Benchmark results: weight dtype.")] = "bf16",
            as_json: Json = False):
     """Read engine metrics, logs, iteration stats or benchmark results into a CSV: acceptance per batch
@@ -51,17 +52,20 @@ def ingest(files: Files,
     (form,) = formats
     record = _ingest.get(form)
     engine, kind = record.engine, record.gives
-    if kind == _ingest.ACCEPTANCE:
-        rows = _ingest.acceptance(files, form)
-        given = [f for f, v, default in (("--target", target, None), ("--hardware", hardware, None),
-                                          ("--drafter", drafter, None), ("--draft", draft, None), ("--tp", tp, 1),
-                                          ("--draft-tp", draft_tp, None), ("--k", k, None),
-                                          ("--weight-dtype", weight_dtype, "bf16")) if v != default]
-        if given:  # they would be ignored: acceptance per batch is the engine's, whatever the model
-            raise SpecError(f"{', '.join(given)}: for benchmark results only; {form} gives acceptance per batch, "
-                            "which takes no model flags (drop them)")
-    elif kind == _ingest.REQUESTS:
-        rows = _ingest.requests(files, form)
+    flags = (("--target", target, None), ("--hardware", hardware, None), ("--drafter", drafter, None),
+             ("--draft", draft, None), ("--tp", tp, 1), ("--draft-tp", draft_tp, None), ("--k", k, None),
+             ("--weight-dtype", weight_dtype, "bf16"))
+    if kind != _ingest.BENCH:
+        options = {o: v for f, v, _ in flags if (o := f[2:].replace("-", "_")) in record.options}
+        rows = _ingest.acceptance(files, form) if kind == _ingest.ACCEPTANCE else _ingest.requests(files, form,
+                                                                                                   **options)
+        # model flags would be ignored here: the acceptance is the engine's, whatever the model
+        given = [f for f, v, default in flags if v != default and f[2:].replace("-", "_") not in record.options]
+        if given:
+            what = "acceptance per batch" if kind == _ingest.ACCEPTANCE else "per-request accepted lengths"
+            takes = f"only {', '.join('--' + o for o in record.options)}" if record.options else "no model flags"
+            raise SpecError(f"{', '.join(given)}: for benchmark results only; {form} gives {what}, which takes "
+                            f"{takes} (drop them)")
     else:
         from ..inputs import drafters
 

@@ -21,7 +21,8 @@ the registry, so a new format is one `register(Format(...))`. The formats, follo
   of emitted tokens: E` carries totals since start: each line's difference from the one before gives
   tau = E / (D / k) (emitted tokens per draft round, the bonus included).
 - `sglang-log`: `Decode batch. #running-req: N, ... accept len: X, ...` (`Decode batch,` since 2026;
-  `accept-len X` in some forks): X is SGLang's accepted tokens per forward pass, bonus included.
+  `accept-len X` or `avg_accept_len: X` in some forks): X is SGLang's accepted tokens per forward pass, bonus
+  included. A line with `accept rate` but no `accept len` (cut short in a paste) is refused, not skipped.
 - `trtllm-stats`: TensorRT-LLM iteration stats, a JSON list or one JSON object per line
   (`inflightBatchingStats.numGenRequests`, `.numContextRequests`, `specDecodingStats.numDraftTokens`,
   `.numAcceptedTokens`, `.numRequestsWithDraftTokens`, `iterLatencyMS`): tau per batch and the step
@@ -33,9 +34,11 @@ the registry, so a new format is one `register(Format(...))`. The formats, follo
   iteration counters `trtllm_spec_decode_num_draft_tokens_total` / `..._num_accepted_tokens_total` with k
   from `trtllm_speculative_config_info{spec_num_tokens}`; batch `trtllm_num_generation_requests`. One
   scrape or two, as `vllm-metrics`.
-- `vllm-requests`, `sglang-requests` (`REQUESTS`: a row per request, not per batch): vLLM's
-  `metrics.speculative_decoding` of each response (`--per-request-spec-decode-metrics`), SGLang's
-  `meta_info` spec fields of `/generate` responses (`spec_verify_ct` and the accepted/proposed drafts).
+- `vllm-requests`, `sglang-requests`, `trtllm-requests` (`REQUESTS`: a row per request, not per batch):
+  vLLM's `metrics.speculative_decoding` of each response (`--per-request-spec-decode-metrics`), SGLang's
+  `meta_info` spec fields of `/generate` responses (`spec_verify_ct` and the accepted/proposed drafts),
+  TensorRT-LLM's `perf_metrics.speculative_decoding` of `/perf_metrics` or the perf-metrics JSONL
+  (`total_draft_tokens`, `total_accepted_draft_tokens`; k from `--k`).
 - `vllm-bench` (`vllm bench serve --save-result` JSON) and `sglang-bench` (`bench_serving` JSON
   lines), and their console reports (`vllm-bench-console`, `sglang-bench-console`: the text block under
   `Serving Benchmark Result`): results with an acceptance length are speculative, the others the
@@ -355,10 +358,13 @@ def sglang_log(path):
         fields = _fields(text[i + len(_SGL) + 1:])
         if "#running-req" not in fields:
             continue
-        accept = fields.get("accept len")
+        accept = fields.get("accept len", fields.get("avg_accept_len"))  # `avg_accept_len` (tokenspeed)
         if accept is None and "accept-len " in text:  # the `accept-len X` form
             accept = text[text.find("accept-len ") + len("accept-len "):].split(",", 1)[0]
         if accept is None:
+            if "accept rate" in text or "accept_rate" in text:  # printed right after accept len, never alone
+                raise _err(path, n, "a 'Decode batch' line with 'accept rate' but no 'accept len' (SGLang prints "
+                                    "them together: the line is cut short?)")
             continue  # a line of a run without speculation
         tau = _value(path, n, "accept len", accept, 1.0, 65.0)
         batch = int(_value(path, n, "#running-req", fields["#running-req"], 0, 1e8, integer=True)) or None
@@ -856,6 +862,82 @@ def vllm_requests(path):
     return rows
 
 
+# ---- TensorRT-LLM per-request perf metrics -------------------------------------------------------
+
+# `trtllm-serve` with `return_perf_metrics: true` keeps each finished request's `RequestPerfMetrics`; they come
+# out of `GET /perf_metrics` (a JSON list of {"request_id", "perf_metrics": {...}}, `openai_server.py`,
+# `get_perf_metrics`) and, in 2026 builds, of `perf_metrics_output_dir` (JSON lines, `serve/perf_metrics.py`,
+# `PerfMetricsJsonlWriter`: the same record with "status", or for disaggregated serving "ctx_perf_metrics" /
+# "gen_perf_metrics" records). `perf_metrics.speculative_decoding` is written only when total_draft_tokens > 0:
+# {"acceptance_rate", "total_accepted_draft_tokens", "total_draft_tokens"}, summed per step by
+# `LlmRequest::updateNumTokensPerIteration` (accepted += tokens of the step - 1, drafted += min(draft tokens of
+# the step, max draft path length)); acceptance_rate = accepted / drafted (a float32). The PyTorch backend
+# left them at 0 until PR 17082 (merged 2026-07-31). No draft length or step count is in the record.
+TRT_SPEC_FIELDS = ("acceptance_rate", "total_accepted_draft_tokens", "total_draft_tokens")
+
+
+def _trt_perf_entries(path, n, r):
+    """(request id, perf_metrics) of one record: a worker's, or the ctx and gen sides of a disaggregated one."""
+    if not isinstance(r, dict):
+        raise _err(path, n, "a record that is not a JSON object (trtllm-serve /perf_metrics returns a list of them)")
+    out = []
+    if "perf_metrics" in r:
+        out.append((r.get("request_id"), r["perf_metrics"]))
+    for side in ("ctx_perf_metrics", "gen_perf_metrics"):
+        if isinstance(r.get(side), dict):
+            out.append((r[side].get("request_id"), r[side].get("perf_metrics")))
+    if not out:
+        raise _err(path, n, "a record without perf_metrics (trtllm-serve /perf_metrics or perf_metrics_output_dir "
+                            "writes {\"request_id\", \"perf_metrics\"})")
+    for _, pm in out:
+        if not isinstance(pm, dict):
+            raise _err(path, n, f"perf_metrics = {str(pm)[:40]!r}; expected an object")
+    return out
+
+
+def trtllm_requests(path, k=None):
+    """Per-request rows of TensorRT-LLM perf metrics (see `TRT_SPEC_FIELDS`): the record carries the drafted
+    and accepted draft tokens but not the draft rounds, so k (`--k`, the served max_draft_len; for trees the
+    longest path) gives them: rounds = ceil(total_draft_tokens / k) (every round drafts k, the last may draft
+    fewer), tau = 1 + accepted / rounds. With a `draft_len_schedule` k varies and this undercounts the rounds
+    (tau too high): give per-request counts of a fixed draft length. The engine's acceptance_rate must equal
+    accepted / drafted (float32), else the file is refused naming the line; records without the object (no
+    drafts) are skipped."""
+    from . import measured
+
+    if k is None:
+        raise SpecError(f"{path}: TensorRT-LLM per-request perf metrics carry no draft length; give --k (the "
+                        "max_draft_len served): the draft rounds are total_draft_tokens / k")
+    if not 1 <= k <= K_MAX:
+        raise SpecError(f"--k {k}; expected 1 <= k <= {K_MAX}")
+    rows = []
+    for n, obj in _json_records(path):
+        for r in obj if isinstance(obj, list) else [obj]:
+            for rid, pm in _trt_perf_entries(path, n, r):
+                spec = pm.get("speculative_decoding")
+                if spec is None:
+                    continue
+                if not isinstance(spec, dict):
+                    raise _err(path, n, f"perf_metrics.speculative_decoding = {str(spec)[:40]!r}; expected an object")
+                drafted = _num(path, n, spec, "total_draft_tokens")
+                acc = _num(path, n, spec, "total_accepted_draft_tokens")
+                if drafted == 0:
+                    continue
+                if acc > drafted or not (acc.is_integer() and drafted.is_integer()):
+                    raise _err(path, n, f"total_accepted_draft_tokens {acc:g}, total_draft_tokens {drafted:g}; "
+                                        "expected whole counts, accepted <= drafted")
+                rate = _num(path, n, spec, "acceptance_rate", optional=True)
+                if rate is not None and abs(rate - acc / drafted) > 1e-6:
+                    raise _err(path, n, f"acceptance_rate {rate:g}, but {acc:g} / {drafted:g} = {acc / drafted:.6g}; "
+                                        "expected one request's counts")
+                rounds = math.ceil(drafted / k)
+                tau = 1.0 + acc / rounds
+                measured.check_acceptance(path, n, k, tau)
+                rows.append(dict(request_id=str(rid if rid is not None else ""), accepted_length=tau, k=k,
+                                 verify_steps=rounds, output_tokens=None, position_rates="", line=n))
+    return rows
+
+
 # ---- benchmark results ----------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
@@ -1014,6 +1096,7 @@ def _check_row(sd, row):
 # ---- benchmark console reports --------------------------------------------------------------------
 
 _HEADER = "Serving Benchmark Result"
+_SPEC_SECTION = "Speculative Decoding---"  # vLLM's section title, `{:-^50}` of "Speculative Decoding"
 # console label -> the saved result's key (vLLM `vllm bench serve`, SGLang `bench_serving`)
 CONSOLE_KEYS = {"Successful requests": "completed", "Maximum request concurrency": "max_concurrency",
                 "Max request concurrency": "max_concurrency", "Request rate configured (RPS)": "request_rate",
@@ -1051,8 +1134,11 @@ def _console_records(path, needs=CONSOLE_NEEDS):
             result["spec_decode_per_position_acceptance_rates"] = rates
         return header, result
 
+    spec_section = None  # the line of a `Speculative Decoding` section title
     for n, text in _lines(path):
         line = text.strip()
+        if _SPEC_SECTION in line and spec_section is None:
+            spec_section = n
         if _HEADER in line:
             if result is not None:
                 yield done()
@@ -1079,6 +1165,10 @@ def _console_records(path, needs=CONSOLE_NEEDS):
             target[CONSOLE_KEYS[label]] = _console_value(path, n, label, value)
     if result is not None:
         yield done()
+    elif header is None and spec_section is not None:
+        raise _err(path, spec_section, "a 'Speculative Decoding' section without its 'Serving Benchmark Result' block "
+                                       "(acceptance without the load, throughput and TPOT it ran at); give the whole "
+                                       "console report, and the baseline's")
 
 
 # ---- the format registry ---------------------------------------------------------------------------
@@ -1097,8 +1187,9 @@ class Detector(Protocol):
 
 
 class Reader(Protocol):
-    def __call__(self, paths: list) -> list:
-        """`ACCEPTANCE`: [(file label, {batch: Totals})]; `BENCH`: [BenchResult] of every file."""
+    def __call__(self, paths: list, **options) -> list:
+        """`ACCEPTANCE`: [(file label, {batch: Totals})]; `BENCH`: [BenchResult] of every file; `REQUESTS`:
+        [(file label, [row])]. `options`: the `Format.options` flags given."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1108,13 +1199,16 @@ class Format:
     Attributes:
       name: the value of `--format` (and of the `format` column of an acceptance summary).
       engine: the engine whose output it is (the `engine` column).
-      gives: `ACCEPTANCE` or `BENCH`.
+      gives: `ACCEPTANCE`, `BENCH` or `REQUESTS`.
       detect: (the first 64 KB of a file, as text) -> whether the file is in this format. Formats are
         tried in registration order; the first that accepts wins.
-      read: (paths) -> for `ACCEPTANCE`, [(file label, {batch: Totals})], one group per file or one for
-        all of them (two metric scrapes); for `BENCH`, [BenchResult] of every file.
+      read: (paths, **options) -> for `ACCEPTANCE`, [(file label, {batch: Totals})], one group per file or
+        one for all of them (two metric scrapes); for `BENCH`, [BenchResult] of every file; for `REQUESTS`,
+        [(file label, [row])].
       help: one line for `--help`.
       empty: why a file of this format can hold no samples (said when one holds none).
+      options: `ingest` flags the reader takes as keyword arguments (`REQUESTS` formats: ("k",) where the
+        engine's counts need the draft length); `ingest` refuses the other model flags for them.
     """
 
     name: str
@@ -1124,6 +1218,7 @@ class Format:
     read: Reader
     help: str
     empty: str = ""  # why a file of this format can hold no samples (said when one holds none)
+    options: tuple = ()  # `ingest` flags the reader takes as keywords (e.g. ("k",)); others are refused
 
 
 REGISTRY = {}
@@ -1201,6 +1296,13 @@ register(Format("sglang-log", "sglang", ACCEPTANCE,
 register(Format("trtllm-stats", "trtllm", ACCEPTANCE, lambda head: "specDecodingStats" in head,
                 per_file(trtllm_stats), "TensorRT-LLM iteration stats (JSON)",
                 empty="every iteration has specDecodingStats null or no drafts (speculation was off)"))
+register(Format("trtllm-requests", "trtllm", REQUESTS,
+                lambda head: '"perf_metrics"' in head and ('"timing_metrics"' in head
+                                                           or '"speculative_decoding"' in head),
+                lambda paths, k=None: [(str(p), trtllm_requests(p, k)) for p in paths],
+                "TensorRT-LLM per-request perf metrics (/perf_metrics, perf_metrics_output_dir JSONL; needs --k)",
+                empty="no request has perf_metrics.speculative_decoding (no drafts; or a PyTorch-backend build before "
+                      "PR 17082, July 2026, which left these counters at 0)", options=("k",)))
 register(Format("vllm-requests", "vllm", REQUESTS, lambda head: '"speculative_decoding"' in head,
                 lambda paths: [(str(p), vllm_requests(p)) for p in paths],
                 "vLLM responses with metrics.speculative_decoding (--per-request-spec-decode-metrics)",
@@ -1214,7 +1316,8 @@ register(Format("vllm-bench", "vllm", BENCH, lambda head: "mean_tpot_ms" in head
                 _bench("vllm-bench", _vllm_bench_acceptance), "vllm bench serve --save-result JSON"))
 register(Format("sglang-bench", "sglang", BENCH, _sglang_bench,
                 _bench("sglang-bench", _sglang_bench_acceptance), "SGLang bench_serving results (JSON lines)"))
-register(Format("vllm-bench-console", "vllm", BENCH, lambda head: _HEADER in head and "Backend:" not in head,
+register(Format("vllm-bench-console", "vllm", BENCH,
+                lambda head: (_HEADER in head or _SPEC_SECTION in head) and "Backend:" not in head,
                 _bench("vllm-bench-console", _vllm_bench_acceptance, _vllm_console),
                 "vllm bench serve console report (Serving Benchmark Result blocks)"))
 register(Format("sglang-bench-console", "sglang", BENCH, lambda head: _HEADER in head and "Backend:" in head,
@@ -1245,13 +1348,18 @@ def acceptance(paths, fmt):
     return rows
 
 
-def requests(paths, fmt):
+def requests(paths, fmt, **options):
     """Per-request rows (file, format, engine, request_id, accepted_length, k, verify_steps, output_tokens,
-    line) of files of a `REQUESTS` format, each checked by its reader through `measured.check_acceptance`."""
+    line) of files of a `REQUESTS` format, each checked by its reader through `measured.check_acceptance`;
+    `options`: the format's `Format.options` (e.g. k)."""
     form = get(fmt)
     if form.gives != REQUESTS:
         raise SpecError(f"{fmt} gives {GIVES[form.gives]}, not per-request accepted lengths")
-    rows = [dict(file=name, format=fmt, engine=form.engine, **r) for name, rs in form.read(paths) for r in rs]
+    unknown = sorted(set(options) - set(form.options))
+    if unknown:
+        raise SpecError(f"{fmt} takes no {', '.join(unknown)}")
+    rows = [dict(file=name, format=fmt, engine=form.engine, **r) for name, rs in form.read(paths, **options)
+            for r in rs]
     if not rows:
         why = f": {form.empty}" if form.empty else ""
         raise SpecError(f"{', '.join(map(str, paths))}: no speculative-decoding samples ({fmt}){why}")
