@@ -444,12 +444,17 @@ def test_k_over_context_follows_the_attention_roofline():
     bytes: 4 (k + 1) FLOP/byte, far below the H100's 989.5e12 / 3.35e12 = 295). Where it is compute-bound the
     k + 1 tokens pay its FLOPs each and the best k falls (DeepSeek-V3, absorbed MLA: 2 x 128 heads x (576 + 512)
     FLOPs per token per latent of 576 elements, 242 FLOP/byte even in 2-byte KV, above the H200's
-    989.5e12 / 4.8e12 = 206). Per rank batch 12, contexts 1024 and 32768; the 32768 column of the one jitted
-    call is the single-context advice at 32768 and `point` at a cell."""
+    989.5e12 / 4.8e12 = 206; with 100x the FLOP/s the same cell keeps k = 3 and pays more at long context). Per
+    rank batch 12, contexts 1024 and 32768; the 32768 column of the one jitted call is the single-context advice
+    at 32768 and `point` at a cell."""
     assert 2 * 32 * 128 * 2 / (2 * 8 * 128 * 2) == 4 and 989.5e12 / 3.35e12 > 4 * 7
     assert 2 * 128 * (576 + 512) / (576 * 2) > 989.5e12 / 4.8e12
     ds = advise_context.advise_over(Scenario(**DS), [1024, 32768], 16, k_max=3)
     assert ds["k"][:, 11].tolist() == [3, 2]  # falls (compute-bound attention)
+    hw, deploy, tgt, draft, dec = Scenario(**DS).build()  # the same kernel with 100x the FLOP/s: memory-bound
+    fast = np.asarray(advise._grid(hw.replace(flops_per_s=hw.flops_per_s * 100), deploy, tgt, draft, dec,
+                                   np.float32([1024, 32768]), np.float32(8 * np.arange(1, 17)), 3))
+    assert (np.nanargmax(fast[:, 11], axis=1) + 1).tolist() == [3, 3] and fast[1, 11, 2] > fast[0, 11, 2]
     llama = advise_context.advise_over(Scenario(**SC), [1024, 32768], 16, k_max=6)
     assert llama["k"][:, 11].tolist() == [2, 3]  # rises (memory-bound attention)
     best = np.nanmax(llama["table"][:, 11], axis=1)

@@ -215,9 +215,9 @@ def _over_context(adv, engine, runs, margin, warnings):
     w = lost["worst"]
     said = (f"up to {w['loss']:.3f} in speedup ({w['speedup_advised']:.3f}x with k = {w['k_advised']} advised, "
             f"{w['speedup_runs']:.3f}x with k = {w['k_runs']} run, at batch {w['batch']}, context {w['context']:g}), "
-            f"{lost['mean']:.4f} on average over {lost['cells']} (batch, context) cells" if w["loss"] > 0 else
+            f"{lost['mean']:.4f} on average over {lost['cells']} (batch, context) cells" if w and w["loss"] > 0 else
             f"nothing (none of the {lost['cells']} (batch, context) cells runs slower than its advised k)")
-    if runs != adv["ranges"]:  # the engine's own limits (below) change the table: the context axis alone
+    if runs != adv["ranges"] and of_table["worst"]:  # the engine's limits (below) change the table: context alone
         t = of_table["worst"]
         said += (f"; the one batch table alone, before the engine's limits, loses up to {max(t['loss'], 0.0):.3f} "
                  f"({of_table['mean']:.4f} on average)")

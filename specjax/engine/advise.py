@@ -9,8 +9,11 @@ off; the margin keeps a threshold clear of the batch where the speedup crosses 1
 engine flap between on and off), and merges equal neighbours into ranges [first, last, k]. `emit.emit`
 writes them as the configuration an engine version reads as meant. A DFlash drafter's k is searched up to
 its config's block_size - 1 (the block holds the last verified token and the drafts; `api.block_k`).
+`grid` is the evaluation itself, over several contexts in the same jitted call (`schedule` takes its one
+context; `advise_context` builds the batch x context advice on it).
 """
 
+import dataclasses
 import functools
 
 import jax
@@ -61,8 +64,6 @@ def grid(scenario, contexts, max_num_seqs, k_max=8, dtype=None):
     (0: not even batch 1 fits); each context is checked as the scenario's own (`Scenario.check`)."""
     if scenario.tree_topk is not None:
         raise SpecError("advise schedules chain draft lengths; drop --tree-topk/--tree-tokens")
-    import dataclasses
-
     from ..api import block_k
 
     for c in contexts:  # a context past the model's positions is refused as `--context` would be

@@ -138,5 +138,5 @@ def loss(adv, runs):
     return dict(worst=worst, mean=total / count if count else 0.0, cells=count, segments=segments)
 
 
-__all__ = ["FIT", "PAY", "check_contexts", "cells", "ranges_of", "one_table", "advise_over", "from_table", "bands", "speedups",
-           "loss"]
+__all__ = ["FIT", "PAY", "check_contexts", "cells", "ranges_of", "one_table", "advise_over", "from_table", "bands",
+           "speedups", "loss"]
