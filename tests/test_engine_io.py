@@ -13,7 +13,7 @@ import pytest
 
 from specjax import api
 from specjax.cli import main
-from specjax.engine import advise, emit
+from specjax.engine import advise, advise_context, emit
 from specjax.errors import SpecError
 from specjax.inputs import ingest, measured
 from specjax.inputs.scenario import Scenario
@@ -438,3 +438,145 @@ def test_trtllm_schedule_under_attention_dp_warns_of_rank_local_lengths():
     assert any("each rank's own batch" in w for w in res["warnings"])
     sg = advise.emit("sglang", sc, ranges, SYNTH)  # adaptive steps refused under attention DP: one k
     assert sg["config"]["max_running_requests"] == 2 * sg["runs"][-1][1] and "speculative_adaptive" not in sg["config"]
+
+
+# advise over context (`engine.advise_context`): the batch x context table, the one batch table, its loss
+
+def test_advice_at_one_context_is_the_1d_advice():
+    """The 2-D advice at one context is today's 1-D advice: the same cells, ranges and table (the README example)."""
+    sc = Scenario(**SC_STEPS)
+    ranges, table, _ = advise.schedule(sc, 256, k_max=6)
+    adv = advise_context.advise_over(sc, [sc.context], 256, k_max=6)
+    assert adv["ranges"] == ranges == [[1, 78, 3], [79, 198, 2]] and adv["admission"] == [198]
+    np.testing.assert_array_equal(adv["mean"], table)
+    np.testing.assert_array_equal(adv["table"][0], table)
+    assert adv["k"][0].tolist() == emit.per_batch(ranges) and set(adv["why"][0]) == {None}
+    assert [r[:3] for r in advise_context.ranges_of(adv["k"][0], adv["why"][0])] == ranges
+
+
+def test_k_over_context_follows_the_attention_roofline():
+    """Longer context: more KV per sequence, read once per verify pass by all k + 1 tokens. Where that read is
+    memory-bound the verify pass amortizes it and the best k rises with context (Llama-3.1-8B, GQA: 32 query
+    heads on 8 KV heads of 128 in bf16, 2 x 32 x 128 x 2 FLOPs per (k + 1) tokens against 2 x 8 x 128 x 2
+    bytes: 4 (k + 1) FLOP/byte, far below the H100's 989.5e12 / 3.35e12 = 295). Where it is compute-bound the
+    k + 1 tokens pay its FLOPs each and the best k falls (DeepSeek-V3, absorbed MLA: 2 x 128 heads x (576 + 512)
+    FLOPs per token per latent of 576 elements, 242 FLOP/byte even in 2-byte KV, above the H200's
+    989.5e12 / 4.8e12 = 206; with 100x the FLOP/s the same cell keeps k = 3 and pays more at long context). Per
+    rank batch 12, contexts 1024 and 32768; the 32768 column of the one jitted call is the single-context advice
+    at 32768 and `point` at a cell."""
+    assert 2 * 32 * 128 * 2 / (2 * 8 * 128 * 2) == 4 and 989.5e12 / 3.35e12 > 4 * 7
+    assert 2 * 128 * (576 + 512) / (576 * 2) > 989.5e12 / 4.8e12
+    ds = advise_context.advise_over(Scenario(**DS), [1024, 32768], 16, k_max=3)
+    assert ds["k"][:, 11].tolist() == [3, 2]  # falls (compute-bound attention)
+    hw, deploy, tgt, draft, dec = Scenario(**DS).build()  # the same kernel with 100x the FLOP/s: memory-bound
+    fast = np.asarray(advise._grid(hw.replace(flops_per_s=hw.flops_per_s * 100), deploy, tgt, draft, dec,
+                                   np.float32([1024, 32768]), np.float32(8 * np.arange(1, 17)), 3))
+    assert (np.nanargmax(fast[:, 11], axis=1) + 1).tolist() == [3, 3] and fast[1, 11, 2] > fast[0, 11, 2]
+    llama = advise_context.advise_over(Scenario(**SC), [1024, 32768], 16, k_max=6)
+    assert llama["k"][:, 11].tolist() == [2, 3]  # rises (memory-bound attention)
+    best = np.nanmax(llama["table"][:, 11], axis=1)
+    assert best[1] > best[0]  # and speculation pays more
+    assert llama["admission"] == [16, 12] and llama["why"][1][12:] == ["does_not_fit"] * 4
+    long = Scenario(**{**SC, "context": 32768.0})
+    ranges, table, _ = advise.schedule(long, 16, k_max=6)
+    assert emit.per_batch(ranges) == llama["k"][1, :12].tolist()
+    np.testing.assert_allclose(llama["table"][1, :12], table, rtol=1e-6)
+    s = api.point(Scenario(**DS, context=32768.0, batch=8.0 * 12, k=2))["speedup"]
+    assert ds["table"][1, 11, 1] == pytest.approx(s, rel=1e-5)
+
+
+# two contexts over 40 batches (k = 1..3): the short one pays best at k = 2, the long one at k = 3 up to batch 20,
+# both at k = 1 beyond; the long one admits 30 batches
+SYNTH2 = np.array([[[1.30, 1.50, 1.40]] * 20 + [[1.20, 1.10, 1.00]] * 20,
+                   [[1.30, 1.40, 1.60]] * 20 + [[1.25, 1.10, 0.90]] * 10 + [[np.nan] * 3] * 10])
+
+
+def _stated_loss_by_cell(adv, runs):
+    """S(advised k) - S(k run) at every cell that fits, recomputed cell by cell (S = 1 at k = 0)."""
+    ran = emit.per_batch(runs)
+    out = {}
+    for i, c in enumerate(adv["contexts"]):
+        for b in range(1, min(adv["admission"][i], len(ran)) + 1):
+            s = [1.0 if k == 0 else adv["table"][i, b - 1, k - 1] for k in (adv["k"][i, b - 1], ran[b - 1])]
+            out[c, b] = s[0] - s[1]
+    return out
+
+
+def test_one_batch_table_is_what_each_engine_runs_and_its_loss_is_stated():
+    """The one batch table (the best mean speedup over the contexts where each batch fits) read back by each
+    engine's own rule is the emitted `runs`; the newest versions run the table itself; the stated loss is the
+    2-D advice's speedup less the speedup of the k run, cell by cell. By hand: batches 1-20 average
+    (1.30, 1.45, 1.50) -> k = 3; 21-30 (1.225, 1.10, 0.95) and 31-40 (the short context alone) -> k = 1; the
+    short context advised k = 2 at batches 1-20 loses 1.50 - 1.40 = 0.10 per cell there, every other cell 0:
+    mean 20 x 0.10 / 70 cells."""
+    adv = advise_context.from_table([1024.0, 32768.0], SYNTH2, [40, 30])
+    assert adv["ranges"] == [[1, 20, 3], [21, 40, 1]]
+    np.testing.assert_allclose(adv["mean"][0], [1.30, 1.45, 1.50]) and np.testing.assert_allclose(
+        adv["mean"][25], [1.225, 1.10, 0.95])
+    assert adv["k"][:, 0].tolist() == [2, 3] and adv["why"][1][30:] == ["does_not_fit"] * 10
+    sc = Scenario(**SC)
+    for engine, version in ENGINE_VERSIONS:
+        v = emit.parse_version(engine, version)
+        res = advise.emit(engine, sc, adv["ranges"], adv["mean"], version=version)
+        assert reads(engine, res, v) == emit.per_batch(res["runs"]), (engine, version)
+        if (engine, version) in (("vllm", "0.29"), ("trtllm", "1.3"), ("sglang", "0.5.20")):
+            assert res["runs"] == adv["ranges"], (engine, version)
+        lost = advise_context.loss(adv, res["runs"])
+        by_cell = _stated_loss_by_cell(adv, res["runs"])
+        assert lost["cells"] == len(by_cell) and lost["mean"] == pytest.approx(np.mean(list(by_cell.values())))
+        assert lost["worst"]["loss"] == pytest.approx(max(by_cell.values()))
+        for seg in lost["segments"]:
+            got = [by_cell[seg["context"], b] for b in range(seg["batches"][0], seg["batches"][1] + 1)]
+            assert seg["loss_max"] == pytest.approx(max(got)) and seg["loss_mean"] == pytest.approx(np.mean(got))
+    lost = advise_context.loss(adv, adv["ranges"])
+    assert lost["worst"] == dict(context=1024.0, batch=1, k_advised=2, k_runs=3, speedup_advised=1.5,
+                                 speedup_runs=1.4, loss=pytest.approx(0.10))
+    assert lost["mean"] == pytest.approx(20 * 0.10 / 70) and lost["cells"] == 70
+
+
+def test_loss_of_one_k_over_context_checked_against_point():
+    """DeepSeek-V3 MTP, attention DP 8 (every engine runs one k): the worst cell's loss is the difference of two
+    `point` speedups at that context and batch, the advised k and the k run."""
+    sc = Scenario(**DS)
+    adv = advise_context.advise_over(sc, [1024, 4096, 16384], 40, k_max=3)
+    assert adv["admission"] == [40, 40, 26] and adv["ranges"] == [[1, 33, 3], [34, 40, 2]]
+    for engine, version in ENGINE_VERSIONS:
+        res = advise.emit(engine, sc, adv["ranges"], adv["mean"], version=version)
+        assert reads(engine, res, emit.parse_version(engine, version), 8) == emit.per_batch(res["runs"])
+    res = advise.emit("vllm", sc, adv["ranges"], adv["mean"])
+    assert res["runs"] == [[1, 40, 3]]  # vLLM drops the table under DP
+    w = advise_context.loss(adv, res["runs"])["worst"]
+    assert (w["context"], w["batch"], w["k_advised"], w["k_runs"]) == (16384, 26, 2, 3)
+    s = {k: api.point(Scenario(**DS, context=16384.0, batch=8.0 * 26, k=k))["speedup"] for k in (2, 3)}
+    assert w["loss"] == pytest.approx(s[2] - s[3], rel=1e-4) and w["loss"] > 0.03
+
+
+def test_advise_over_contexts_cli(capsys):
+    """--context repeats: the grid in text, `over_context` in JSON (per context the 1-D ranges with why each is
+    off, bands, the loss); one context keeps today's output with over_context null; a repeated context is
+    refused in one line."""
+    base = ["advise", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "eagle", "--draft",
+            "eagle3-llama-3.1-8b", "--position-rates", "0.601,0.286,0.128", "--max-num-seqs", "16", "--k-max", "6"]
+    code, text, err = run(capsys, base + ["--context", "32768", "--context", "1024", "--json"])
+    assert code == 0, err
+    r = json.loads(text)
+    o = r["over_context"]
+    assert r["contexts"] == [1024, 32768] and "context" not in r["inputs"] and o["engine_reads_context"] is False
+    assert [c["context"] for c in o["columns"]] == [1024, 32768] and [c["admission_limit"] for c in o["columns"]] \
+        == [16, 12]
+    assert [(x["batches"], x["k"], x["off_because"]) for x in o["columns"][1]["ranges"]] == \
+        [([1, 6], 2, None), ([7, 12], 3, None), ([13, 16], 0, "does_not_fit")]
+    assert [b["contexts"] for b in o["bands"]] == [[1024, 1024], [32768, 32768]]
+    assert set(o["loss"]) == {"worst", "mean", "cells", "segments"} and o["loss"]["cells"] == 16 + 12
+    assert r["runs"] == [[1, 16, 2]] and o["loss"]["worst"]["loss"] > 0  # k = 2 where 32768 wants 3 (7-12)
+    assert o["loss"] == o["loss_of_batch_table"]  # vLLM 0.29 runs the one batch table as emitted
+    assert r["warnings"][0].startswith(emit.CONTEXT_TABLE["vllm"]) and "loses up to" in r["warnings"][0]
+    code, text, _ = run(capsys, base + ["--context", "32768", "--context", "1024"])
+    rows = [ln.split() for ln in text.splitlines()]
+    assert code == 0 and ["batches", "1024", "32768"] in rows and ["7-12", "2", "3"] in rows
+    assert ["13-16", "2", "x"] in rows and ["admission", "16", "12"] in rows
+    code, text, _ = run(capsys, base + ["--json"])
+    one = json.loads(text)
+    assert one["over_context"] is None and one["contexts"] == [2048] and one["inputs"]["context"] == 2048
+    code, _, err = run(capsys, base + ["--context", "1024", "--context", "1024"])
+    assert code == 2 and "--context 1024 given twice" in err and len(err.strip().splitlines()) == 1

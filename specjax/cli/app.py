@@ -109,7 +109,8 @@ def option(row, many=False):
     elif isinstance(kind, type) and issubclass(kind, enum.Enum):
         default = kind(default)
     flag = "--" + row.name.replace("_", "-")
-    return Annotated[kind, typer.Option(flag, help=row.help, rich_help_panel=PANELS[row.group])], default
+    text = row.help + (" Repeatable." if many else "")  # what `_once` tells a user who repeats another option
+    return Annotated[kind, typer.Option(flag, help=text, rich_help_panel=PANELS[row.group])], default
 
 
 def flag_rows(which):

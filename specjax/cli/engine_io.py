@@ -106,7 +106,7 @@ def ingest(files: Files,
         print(f"check the model against them: specjax validate {out}")
 
 
-@model_command(load=("input_len", "output_len"))
+@model_command(load=("input_len", "output_len"), many=("context",))
 def advise(model, load,
            emit: Annotated[Optional[EmitChoice], typer.Option(help="Engine whose configuration to print (default: "
                                                                    "--engine, if it is one of them).")] = None,
@@ -131,13 +131,18 @@ def advise(model, load,
     """The engine's speculative configuration for every batch it admits: k per batch range from the model
     (k = 0: off), as vLLM num_speculative_tokens_per_batch_size, TensorRT-LLM draft_len_schedule or SGLang
     adaptive slots as the given engine version reads them, with the admission limit (the largest batch
-    that fits with the drafter) and the expected speedup of each range."""
-    from .. import api
+    that fits with the drafter) and the expected speedup of each range. With --context repeated: the best k
+    per batch and context as a table, and the one batch table the engine takes (engines read no context
+    axis), with what it loses per cell."""
+    from .. import api, catalogue
     from ..engine import advise as _advise
+    from ..engine import advise_context as _ctx
     from ..engine import emit as _emit
 
     if draft_id is not None and not draft_id.strip():  # an empty id was dropped for the default one
         raise SpecError(f"draft_id={draft_id!r}; expected the draft's model id (a Hugging Face repo or a path)")
+    contexts = _ctx.check_contexts(model["context"] or [catalogue.INPUTS["context"].default])
+    model = {**model, "context": contexts[0]}
     sc = scenario(**model)
     engine = value(emit) or (sc.engine if sc.engine in _advise.EMIT else "vllm")
     if engine_version is None:  # the version the engine profile was measured on, when it is for this engine
@@ -150,30 +155,41 @@ def advise(model, load,
         max_num_seqs, cap_source = sc.scheduler_limits()["max_num_seqs"]
     served_by = None
     if qps_max is not None:  # the running batch a rate produces, with and without speculation
-        from .. import catalogue
-
         catalogue.check("qps", qps_max)
         loaded = scenario(**model, **load, max_num_seqs=max_num_seqs * sc.dp_attention)
         (served_by,) = api.serve(loaded, [qps_max])["points"]
-    ranges, table, best = _advise.schedule(sc, max_num_seqs, k_max, margin)
+    adv = None
+    if len(contexts) == 1:
+        ranges, table, _ = _advise.schedule(sc, max_num_seqs, k_max, margin)
+    else:  # one jitted call over (context, batch, k); the engine takes one batch table
+        adv = _ctx.advise_over(sc, contexts, max_num_seqs, k_max, margin)
+        ranges, table = adv["ranges"], adv["mean"]
     admission = ranges[-1][1]
     res = _advise.emit(engine, sc, ranges, table, margin, engine_version, draft_id)
     warnings = res["warnings"]
     if admission < max_num_seqs:
-        warnings.insert(0, f"from batch {admission + 1} per rank the drafter does not fit in memory at any k: the "
+        at = f" at context {contexts[0]:g}" if adv else ""
+        warnings.insert(0, f"from batch {admission + 1} per rank the drafter does not fit in memory at any k{at}: the "
                            f"admission limit is {admission} (--max-num-seqs {max_num_seqs} capped)")
+    over = None if adv is None else _over_context(adv, engine, res["runs"], margin, warnings)
     per_range = _advise.expected(ranges, table)
     out = dict(emit=engine, config=res["config"], command_line=res["command_line"], files=res["files"],
                engine_version=res["engine_version"], runs=res["runs"], ranges=per_range, margin=margin,
                admission_limit=res["runs"][-1][1], served_by_qps=served_by, max_num_seqs=max_num_seqs, k_max=k_max,
-               warnings=warnings, inputs=api.inputs(sc))
+               contexts=contexts, over_context=over, warnings=warnings, inputs=api.inputs(sc))
     out["inputs"].pop("batch")
+    if adv:
+        out["inputs"].pop("context")  # the contexts: `contexts`
     out["inputs"]["scheduler_source"] = dict(max_num_seqs=cap_source)
     if as_json:
         print_json(out)
         return
     if sc.dp_attention > 1:
         print(f"(batches per engine rank, as the engines count them: the replica runs {sc.dp_attention}x)")
+    if adv:
+        _print_grid(adv, margin)
+        print("\nno engine reads a context axis (see the first warning): the engine takes one batch table, per batch "
+              "the k with the best mean speedup over the contexts at which the batch fits (speedups: those means)")
     print(f"{'batches':>13} {'k':>3} {'speedup min':>12} {'first':>7} {'last':>7}")
     for r in out["ranges"]:
         why = {"does_not_fit": "  off: does not fit in memory with the drafter",
@@ -190,3 +206,56 @@ def advise(model, load,
         print(f"{name}: {json.dumps(content)}")
     for w in warnings:
         print(f"warning: {w}")
+
+
+def _over_context(adv, engine, runs, margin, warnings):
+    """The `over_context` object of advise --json (several contexts), and the warning that says what the one
+    batch table loses against the (batch, context) advice."""
+    from ..engine import advise as _advise
+    from ..engine import advise_context as _ctx
+    from ..engine import emit as _emit
+
+    lost, of_table = _ctx.loss(adv, runs), _ctx.loss(adv, adv["ranges"])
+    w = lost["worst"]
+    said = (f"up to {w['loss']:.3f} in speedup ({w['speedup_advised']:.3f}x with k = {w['k_advised']} advised, "
+            f"{w['speedup_runs']:.3f}x with k = {w['k_runs']} run, at batch {w['batch']}, context {w['context']:g}), "
+            f"{lost['mean']:.4f} on average over {lost['cells']} (batch, context) cells" if w and w["loss"] > 0 else
+            f"nothing (none of the {lost['cells']} (batch, context) cells runs slower than its advised k)")
+    if runs != adv["ranges"] and of_table["worst"]:  # the engine's limits (below) change the table: context alone
+        t = of_table["worst"]
+        said += (f"; the one batch table alone, before the engine's limits, loses up to {max(t['loss'], 0.0):.3f} "
+                 f"({of_table['mean']:.4f} on average)")
+    warnings.insert(0, f"{_emit.CONTEXT_TABLE[engine]}: the configuration is one batch table for contexts "
+                       f"{', '.join(f'{c:g}' for c in adv['contexts'])}; against the (batch, context) advice it "
+                       f"loses {said}")
+    columns = [dict(context=c, admission_limit=adv["admission"][i],
+                    ranges=_advise.expected([r[:3] for r in _ctx.ranges_of(adv["k"][i], adv["why"][i])],
+                                            adv["table"][i]))
+               for i, c in enumerate(adv["contexts"])]
+    bands = [dict(contexts=[adv["contexts"][a], adv["contexts"][b]],
+                  ranges=[dict(batches=[f, t], k=k, off_because=why)
+                          for f, t, k, why in _ctx.ranges_of(adv["k"][a], adv["why"][a])])
+             for a, b in _ctx.bands(adv)]
+    return dict(engine_reads_context=False, why=_emit.CONTEXT_TABLE[engine], rule="mean speedup over the contexts "
+                "at which each batch fits", margin=margin, columns=columns, bands=bands, loss=lost,
+                loss_of_batch_table=of_table)
+
+
+def _print_grid(adv, margin):
+    """The best k per batch range (rows) and context band (columns)."""
+    from ..engine import advise_context as _ctx
+
+    groups = _ctx.bands(adv)
+    edges = sorted({f for a, _ in groups for f, _, _, _ in _ctx.ranges_of(adv["k"][a], adv["why"][a])})
+    n = adv["k"].shape[1]
+    mark = {_ctx.FIT: "x", _ctx.PAY: "-"}
+    heads = [f"{adv['contexts'][a]:g}" + (f"-{adv['contexts'][b]:g}" if b > a else "") for a, b in groups]
+    width = max(8, *(len(h) + 2 for h in heads))
+    print(f"best k per batch (rows, per engine rank) and context (columns, tokens); -: off, no k pays by {margin:.0%}; "
+          "x: off, does not fit in memory with the drafter")
+    print(f"{'batches':>13}" + "".join(f"{h:>{width}}" for h in heads))
+    for i, first in enumerate(edges):
+        last = edges[i + 1] - 1 if i + 1 < len(edges) else n
+        row = [mark.get(adv["why"][a][first - 1], str(adv["k"][a][first - 1])) for a, _ in groups]
+        print(f"{first:>6}-{last:<6}" + "".join(f"{v:>{width}}" for v in row))
+    print(f"{'admission':>13}" + "".join(f"{adv['admission'][a]:>{width}}" for a, _ in groups))

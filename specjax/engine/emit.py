@@ -55,6 +55,16 @@ PARALLEL = {
     "sglang": {"model": None, "eagle": None, "dflash": ("DFLASH", {}, None)},
 }
 ADAPTIVE_FILE = "specjax-adaptive.json"
+# a draft-length table over (batch, context): no engine release reads one (the proposals below were open in
+# September 2026), so `advise --context ... --context ...` prints it as guidance and emits one batch table
+CONTEXT_TABLE = {
+    "vllm": "vLLM keys num_speculative_tokens_per_batch_size on the batch size only (a context axis is proposed, "
+            "not merged: RFC 48627 with PR 48944's [bs_lo, bs_hi, ctx_lo, ctx_hi, K] entries, PR 54801's "
+            "num_speculative_tokens_per_seq_len)",
+    "trtllm": "TensorRT-LLM keys draft_len_schedule on the batch size only",
+    "sglang": "SGLang keys its adaptive slots on the batch size only (a context axis, ctx_buckets, is proposed in "
+              "PR 31716, not merged)",
+}
 ADMISSION = {"vllm": "max_num_seqs", "trtllm": "max_batch_size", "sglang": "max_running_requests"}
 # the engine's name for a drafter kind; an EAGLE head: (EAGLE-1/2 name, EAGLE-3 name)
 METHODS = {
@@ -443,6 +453,6 @@ def _sglang(out, v, scenario, ranges, table, margin, model, admission):
     return dict(out, config=cfg, command_line=" ".join(flags), runs=runs)
 
 
-__all__ = ["ENGINES", "VERSIONS", "ADMISSION", "METHODS", "PARALLEL", "parse_version", "parallel_kind", "parallel",
-           "method", "draft_name", "merge",
+__all__ = ["ENGINES", "VERSIONS", "ADMISSION", "CONTEXT_TABLE", "METHODS", "PARALLEL", "parse_version",
+           "parallel_kind", "parallel", "method", "draft_name", "merge",
            "per_batch", "single_k", "cuda_graph_bs", "emit"]
