@@ -81,3 +81,18 @@ def test_echo_states_the_values_and_where_they_came_from():
 def test_a_bad_scheduler_table_names_the_field(table, field):
     with pytest.raises(SpecError, match=field.replace("[", r"\[").replace("]", r"\]")):
         scheduler.from_table(table, "x.toml")
+
+
+def test_text_echo_gives_the_short_source_of_each_limit(capsys):
+    """The text echo of serve/advise says where each scheduler limit came from in a few words (the part of the
+    source before its first ';'; --json keeps the whole text), names sharing a source joined."""
+    from specjax.cli.app import print_inputs
+
+    long = "vllm's default on h100-sxm, 75 GiB >= 70 GiB; vLLM v0.10 to v0.11, vllm/engine/arg_utils.py ..."
+    print_inputs(dict(max_num_seqs=1024.0, chunk_tokens=8192.0,
+                      scheduler_source=dict(max_num_seqs=long, chunk_tokens=long)))
+    out = capsys.readouterr().out
+    assert "scheduler_source=max_num_seqs+chunk_tokens: vllm's default on h100-sxm, 75 GiB >= 70 GiB" in out
+    assert "arg_utils" not in out and "{" not in out
+    print_inputs(dict(scheduler_source=dict(max_num_seqs="given", chunk_tokens=long)))
+    assert "scheduler_source=max_num_seqs: given; chunk_tokens: vllm's default" in capsys.readouterr().out

@@ -194,10 +194,20 @@ def emit(result, as_json):
         print_inputs(result["inputs"])
 
 
+def _word(k, v):
+    """One `key=value` of the echo; a {name: source} mapping (`scheduler_source`) as its short sources: the
+    part of each before its first ';' (the full text is in --json), names sharing one source joined."""
+    if isinstance(v, dict):
+        by = {}
+        for name, src in v.items():
+            by.setdefault(str(src).split(";")[0], []).append(name)
+        return f"{k}=" + "; ".join(f"{'+'.join(names)}: {src}" for src, names in by.items())
+    return f"{k}={int(v) if isinstance(v, float) and v.is_integer() else v}"
+
+
 def print_inputs(inputs):
     """The resolved inputs as `key=value` pairs, wrapped to 100 columns."""
-    words = [f"{k}={int(v) if isinstance(v, float) and v.is_integer() else v}" for k, v in inputs.items()
-             if v is not None]
+    words = [_word(k, v) for k, v in inputs.items() if v is not None]
     line = "inputs:"
     for w in words:
         if len(line) + 1 + len(w) > 100:
