@@ -436,7 +436,7 @@ def test_time_is_linear_in_the_input(tmp_path, fmt, unit, lines):
         body = unit * (size // len(unit))
         p.write_text(body if lines else body + "\n")
         cost[size] = _cost(p, fmt)
-    assert cost[900_000] < 35 * max(cost[90_000], 1e-4), cost
+    assert cost[900_000] < 60 * max(cost[90_000], 1e-4), cost  # linear: ~10-40x (caches); quadratic: 100x+
 
 
 # ---- the spec-decode counters the engines added since: SGLang and TensorRT-LLM /metrics -----------------

@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from ..cost.roofline import OPERATORS
-from ..cost.status import Point
+from ..cost.status import Closed, Point
 from ..engine import curve_kernels
 
 
@@ -107,7 +107,8 @@ def concurrency_grid(scenarios, points=41):
         top = max([wide[k] or 0.0 for k in CLOSED_MARKS[:3]] + [16.0])
         r = api.serve_concurrency(sc, np.round(np.geomspace(1.0, 1.5 * top, points)))  # same length: one compile
         marks[label] = {k: r[k] for k in CLOSED_MARKS}
-        rows = [p for p in r["points"] if p["status"] not in ("sd_does_not_fit", "model_does_not_fit")]
+        unfit = (Closed.SD_DOES_NOT_FIT, Closed.MODEL_DOES_NOT_FIT, Closed.INVALID_INPUT)
+        rows = [p for p in r["points"] if Closed.of(p["status"]) not in unfit]
         if not rows:
             continue
         df = pl.DataFrame(rows).select(CLOSED_COLUMNS)
