@@ -1,0 +1,82 @@
+"""The held-out parallel-drafter rows (data/heldout/parallel_drafters.csv, data/heldout/README.md) and the DFlash
+presets transcribed from the published config.json files: the file validates as a new user runs it, every row
+scored (no refusal, no anchor, no inconsistency), and each preset is its config.json (a path gives the same
+model as the slug) with the published shape."""
+
+import dataclasses
+import json
+import pathlib
+
+import pytest
+
+from specjax import api
+from specjax.engine import validate
+from specjax.inputs import measured, models
+from specjax.inputs.scenario import Scenario
+HELDOUT = pathlib.Path(__file__).parents[1] / "data" / "heldout" / "parallel_drafters.csv"
+
+
+@pytest.fixture(scope="module")
+def validated():
+    """The file as `specjax validate` reads it: its rows, the per-row table and the summary (shipped profiles)."""
+    rows = measured.load(HELDOUT)
+    return rows, *validate.evaluate(rows)
+
+
+def test_heldout_file_validates_every_row(validated):
+    """8 rows of one source (z-lab's gpt-oss-120b-DFlash card): each is predicted (status ok, finite), none is
+    refused, anchored or flagged; the accepted length is the row's own (printed beside each block size)."""
+    rows, df, summary = validated
+    assert len(rows) == 8 and {r.load_kind for r in rows} == {"concurrency"}
+    assert (summary["rows_scored"], summary["rows_anchor"], summary["rows_inconsistent"],
+            summary["rows_unsupported"], summary["rows_skipped"]) == (8, 0, 0, 0, 0)
+    assert summary["unsupported_reasons"] == []
+    assert set(df["status"]) == {"ok"} and df["predicted_speedup"].is_finite().all()
+    assert sorted(set(df["k"])) == [3, 9]  # block sizes 4 and 10 of the card: k = block - 1
+    assert set(df["alpha_source"]) == {"accepted_length"}  # solved from the printed tau, never fitted
+
+
+def test_the_measured_figure_draws_the_validated_rows(validated):
+    """docs/parallel_drafters_measured.png: per series and concurrency, the measured and the predicted speedups
+    drawn are the validate table's."""
+    from specjax.outputs import plots
+    _, df, _ = validated
+    fig, drawn = plots.measured_at_load_figure({"shipped": df})
+    assert drawn.height == 8 and len(fig.axes) == 1
+    want = df.select("series", "concurrency", "measured_speedup", "predicted_speedup").sort("series", "concurrency")
+    got = drawn.select("series", "concurrency", "measured_speedup", "predicted_speedup").sort("series", "concurrency")
+    assert got.equals(want)
+
+
+@pytest.mark.parametrize("slug, layers, width, ffn, block, features", [
+    ("dflash-qwen3-8b", 5, 4096, 12288, 16, 5),       # z-lab/Qwen3-8B-DFlash-b16
+    ("dflash-llama-3.1-8b", 5, 4096, 12288, 10, 5),   # z-lab/LLaMA3.1-8B-Instruct-DFlash-UltraChat (was 14336, 16)
+    ("dflash-gpt-oss-120b", 8, 2880, 7680, 10, 5),    # z-lab/gpt-oss-120b-DFlash
+])
+def test_dflash_presets_are_their_config_json(tmp_path, slug, layers, width, ffn, block, features):
+    a = models.load_architecture(slug)
+    assert (a.n_layers, a.d_model, a.block_size, a.dflash_features) == (layers, width, block, features)
+    assert a.p_extra_read == features * width * width  # the fc over the tapped target layers
+    cfg = json.loads((models.PRESET_DIR / f"{slug}.json").read_text())
+    assert cfg["intermediate_size"] == ffn and cfg["architectures"] == ["DFlashDraftModel"]
+    cfg.pop("_specjax")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    b = models.load_architecture(path)
+    assert dataclasses.replace(b, source="", name="") == dataclasses.replace(a, source="", name="")
+
+
+def test_gpt_oss_drafter_size_matches_the_published_count():
+    """8 layers of 2880 with 64 query / 8 KV heads of 64 and a 7680 FFN, plus the fc over 5 target layers:
+    0.785B parameters, the transcription's 0.78B (head_dim 128 would give 1.0B); the LM head is the target's."""
+    tgt = models.load_architecture("gpt-oss-120b")
+    m = models.dflash_head(models.load_architecture("dflash-gpt-oss-120b"), tgt)
+    per_layer = 2880 * (64 + 2 * 8) * 64 + 64 * 64 * 2880 + 3 * 2880 * 7680
+    assert float(m.total_params) == 8 * per_layer + 5 * 2880 * 2880
+    assert float(m.p_head) == 201088 * 2880 and float(m.p_stored) == 0.0
+
+
+def test_llama_dflash_block_caps_k_at_nine():
+    sc = Scenario(target="llama-3.1-8b", hardware="h200", drafter="parallel", draft="dflash-llama-3.1-8b", k=8,
+                  alpha=0.8, context=1024.0, engine="vllm")
+    assert api.block_k(sc) == 9
