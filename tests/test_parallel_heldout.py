@@ -7,6 +7,7 @@ import dataclasses
 import json
 import pathlib
 
+import polars as pl
 import pytest
 
 from specjax import api
@@ -24,15 +25,16 @@ def validated():
 
 
 def test_heldout_file_validates_every_row(validated):
-    """8 rows of one source (z-lab's gpt-oss-120b-DFlash card): each is predicted (status ok, finite), none is
-    refused, anchored or flagged; the accepted length is the row's own (printed beside each block size)."""
+    """9 rows of two sources (z-lab's gpt-oss-120b-DFlash card over client concurrency, SGLang issue 29244 at
+    batch 1): each is predicted (status ok, finite), none is refused, anchored or flagged; the accepted length
+    is the row's own (printed by each source)."""
     rows, df, summary = validated
-    assert len(rows) == 8 and {r.load_kind for r in rows} == {"concurrency"}
+    assert len(rows) == 9 and sorted(r.load_kind for r in rows) == ["batch"] + ["concurrency"] * 8
     assert (summary["rows_scored"], summary["rows_anchor"], summary["rows_inconsistent"],
-            summary["rows_unsupported"], summary["rows_skipped"]) == (8, 0, 0, 0, 0)
+            summary["rows_unsupported"], summary["rows_skipped"], summary["sources_scored"]) == (9, 0, 0, 0, 0, 2)
     assert summary["unsupported_reasons"] == []
     assert set(df["status"]) == {"ok"} and df["predicted_speedup"].is_finite().all()
-    assert sorted(set(df["k"])) == [3, 9]  # block sizes 4 and 10 of the card: k = block - 1
+    assert sorted(set(df["k"])) == [3, 9, 15]  # blocks 4 and 10 (the card), 16 (SGLang's default): k = block - 1
     assert set(df["alpha_source"]) == {"accepted_length"}  # solved from the printed tau, never fitted
 
 
@@ -40,7 +42,7 @@ def test_the_measured_figure_draws_the_validated_rows(validated):
     """docs/parallel_drafters_measured.png: per series and concurrency, the measured and the predicted speedups
     drawn are the validate table's."""
     from specjax.outputs import plots
-    _, df, _ = validated
+    df = validated[1].filter(pl.col("load_kind") == "concurrency")
     fig, drawn = plots.measured_at_load_figure({"shipped": df})
     assert drawn.height == 8 and len(fig.axes) == 1
     want = df.select("series", "concurrency", "measured_speedup", "predicted_speedup").sort("series", "concurrency")
