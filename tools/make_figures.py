@@ -1,9 +1,10 @@
 """Regenerate the README's figures (docs/*.png) from the shipped specs and data.
 
 Run from the repository root: ``python tools/make_figures.py`` (``... validation``: only
-docs/validation.png; ``... parallel``: only docs/parallel_drafters.png). Every number in a figure
-comes from specjax itself: the seed sweep, the sensitivity kernel and the validation of
-data/measured/*.csv (pure, shipped, leave one source out).
+docs/validation.png; ``... parallel``: only docs/parallel_drafters.png and
+docs/parallel_drafters_measured.png). Every number in a figure comes from specjax itself: the seed sweep,
+the sensitivity kernel and the validation of data/measured/*.csv (pure, shipped, leave one source out) and of
+data/heldout/parallel_drafters.csv (held out: drawn, never fitted on).
 """
 
 import pathlib
