@@ -82,3 +82,16 @@ def test_llama_dflash_block_caps_k_at_nine():
     sc = Scenario(target="llama-3.1-8b", hardware="h200", drafter="parallel", draft="dflash-llama-3.1-8b", k=8,
                   alpha=0.8, context=1024.0, engine="vllm")
     assert api.block_k(sc) == 9
+
+
+def test_the_file_with_a_config_json_path_for_the_draft_predicts_the_same(tmp_path, validated):
+    """The draft column may name the drafter's config.json instead of the slug: every row, same prediction."""
+    cfg = json.loads((models.PRESET_DIR / "dflash-gpt-oss-120b.json").read_text())
+    cfg.pop("_specjax")
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    text = HELDOUT.read_text().replace(",dflash-gpt-oss-120b,", f",{tmp_path / 'config.json'},")
+    assert text.count(str(tmp_path)) == 8
+    (tmp_path / "rows.csv").write_text(text)
+    df, summary = validate.evaluate(measured.load(tmp_path / "rows.csv"))
+    assert summary["rows_scored"] == 9 and summary["rows_unsupported"] == 0
+    assert df["predicted_speedup"].to_list() == validated[1]["predicted_speedup"].to_list()
