@@ -153,11 +153,11 @@ def test_dflash_config_as_draft(tmp_path):
     """DFlash's config.json: the fc over the tapped target layers, its own layers and KV, the target's LM head
     (read, not stored); block_size at the top level or in dflash_config; a path works as the slug does."""
     a = models.load_architecture("dflash-llama-3.1-8b")
-    assert (a.block_size, a.dflash_features) == (16, 5) and a.p_extra_read == 5 * 4096 * 4096
+    assert (a.block_size, a.dflash_features) == (10, 5) and a.p_extra_read == 5 * 4096 * 4096
     tgt = models.load_architecture("llama-3.1-8b")
     m = models.dflash_head(a, tgt)
     assert float(m.p_head) == 128256 * 4096 and float(m.head_resident) == 0.0 and float(m.p_stored) == 0.0
-    per_layer = 4096 * (32 + 2 * 8) * 128 + 32 * 128 * 4096 + 3 * 4096 * 14336
+    per_layer = 4096 * (32 + 2 * 8) * 128 + 32 * 128 * 4096 + 3 * 4096 * 12288
     assert float(m.total_params) == 5 * per_layer + 5 * 4096 * 4096
     cfg = json.loads((models.PRESET_DIR / "dflash-qwen3-8b.json").read_text())
     cfg.pop("_specjax")

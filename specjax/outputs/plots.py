@@ -434,6 +434,35 @@ def validation_figure(panels, title="Predicted vs measured speedup"):
     return fig, pl.concat(frames)
 
 
+def measured_at_load_figure(panels, title="Measured vs predicted speedup over client concurrency"):
+    """Speedup vs closed-loop client concurrency (log2 axis), one colour per series: the measured rows
+    (filled circles, solid line) and each prediction (`panels`: name -> validate per-row table of the
+    same rows; hollow markers, one line style per prediction). Returns the rows drawn."""
+    if isinstance(panels, pl.DataFrame):
+        panels = {"predicted": panels}
+    fig, ax = _subplots(figsize=(7.4, 4.8))
+    first = next(iter(panels.values()))
+    series = sorted(first["series"].unique())
+    frames = []
+    for i, s in enumerate(series):
+        colour = OKABE_ITO[i % 8]
+        g = first.filter(pl.col("series") == s).sort("concurrency")
+        ax.plot(g["concurrency"], g["measured_speedup"], "o-", color=colour, lw=1.6, label=f"{s}: measured")
+        for j, (name, df) in enumerate(panels.items()):
+            h = df.filter(pl.col("series") == s).sort("concurrency")
+            ax.plot(h["concurrency"], h["predicted_speedup"], marker="s", mfc="none", color=colour,
+                    ls=LINESTYLES[(j + 1) % 4], lw=1.0, label=f"{s}: {name}")
+            frames.append(h.select("series", "concurrency", "measured_speedup", "predicted_speedup")
+                          .with_columns(pl.lit(name).alias("prediction")))
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.axhline(1, color="grey", lw=0.6)
+    ax.set_ylim(bottom=0)
+    _style(ax, "client concurrency (closed loop, requests)", "speedup (throughput ratio, SD / plain)", title)
+    ax.legend(fontsize=7, frameon=False, loc="lower left")
+    return fig, pl.concat(frames)
+
+
 def from_sweep(out):
     """Collect a sweep directory for plotting."""
     return io.read_results(out).collect()
