@@ -41,6 +41,7 @@ import numpy as np
 MAGIC = b"specjax-exe-1\n"
 MAX_BYTES = 1 << 30  # 1 GiB of stored executables; least recently used deleted beyond
 SUFFIX = ".exe"
+RUNTIME_ERRORS = ("JaxRuntimeError", "XlaRuntimeError")  # what a loaded executable that cannot run raises
 
 COUNTS = dict(loaded=0, compiled=0, stored=0, refused=0, damaged=0)
 _dir = None        # the directory in use, or None (off)
@@ -196,7 +197,23 @@ class Stored:
                 if _dir is not None:
                     self._save(digest, program)
             self.memory[memo] = program
-        return program(leaves)
+        try:
+            return program(leaves)
+        except Exception as e:  # noqa: BLE001
+            if program.stored is None or type(e).__name__ not in RUNTIME_ERRORS:
+                raise
+            # a stored executable that loads but cannot run (seen: "Function wrapped_slice not found"):
+            # say so once, drop the entry, compile again and replace it
+            COUNTS["damaged"] += 1
+            warnings.warn(f"stored executable {program.stored.name} does not run ({type(e).__name__}: "
+                          f"{str(e).splitlines()[0][:200]}); compiling again", UserWarning, stacklevel=2)
+            program.stored.unlink(missing_ok=True)
+            fresh = self._compile(static, memo[1], leaves, program.layout)
+            COUNTS["compiled"] += 1
+            if _dir is not None:
+                self._save(program.stored.name[:-len(SUFFIX)], fresh)
+            self.memory[memo] = fresh
+            return fresh(leaves)
 
     def _compile(self, static, tree, leaves, layout):
         """Trace, lower and compile `fun` under the packed calling convention (`Program`)."""
@@ -214,13 +231,20 @@ class Stored:
                          for dt in sorted({d for d, _ in out["layout"]}))
 
         # Compiled here, not read from JAX's persistent cache: an executable JAX loaded from its cache
-        # serializes without its object code (deserialized, it fails: "Function ... not found").
+        # serializes without its object code (deserialized, it fails: "Function ... not found"). JAX decides
+        # once per process whether the cache is used, so turning the flag off is not enough once anything
+        # has compiled: `reset_cache` (public, jax.experimental.compilation_cache) makes it ask again, before
+        # this compile and after it.
+        from jax.experimental.compilation_cache import compilation_cache
+
         was = jax.config.jax_enable_compilation_cache
         jax.config.update("jax_enable_compilation_cache", False)
+        compilation_cache.reset_cache()
         try:
             exe = jax.jit(inner).lower(*pack_in(leaves, layout)).compile()
         finally:
             jax.config.update("jax_enable_compilation_cache", was)
+            compilation_cache.reset_cache()
         return Program(exe, layout, out["tree"], out["layout"])
 
     def _load(self, digest, layout):
@@ -245,7 +269,7 @@ class Stored:
 
             blob, exe_in, exe_out, out_tree, out_layout = pickle.loads(payload)
             program = Program(serialize_executable.deserialize_and_load(blob, exe_in, exe_out), layout, out_tree,
-                              out_layout)
+                              out_layout, stored=path)
         except Exception as e:  # noqa: BLE001  (any damage: compile again, say so once)
             COUNTS["damaged"] += 1
             warnings.warn(f"stored executable {path.name} unreadable ({type(e).__name__}: {e}); compiling again",
@@ -333,8 +357,9 @@ class Program:
     per dtype out (one transfer each way instead of one per leaf: 77 scalars in, 30 out for `point`), the
     outputs unpacked on the host as NumPy arrays into the function's own output structure."""
 
-    def __init__(self, exe, layout, out_tree, out_layout):
+    def __init__(self, exe, layout, out_tree, out_layout, stored=None):
         self.exe, self.layout, self.out_tree, self.out_layout = exe, layout, out_tree, out_layout
+        self.stored = stored  # the store file it was loaded from (None: compiled in this process)
         self.out_dtypes = sorted({d for d, _ in out_layout})
 
     def __call__(self, leaves):

@@ -122,3 +122,55 @@ def test_eviction_keeps_the_most_recently_used(tmp_path):
     assert sorted(p.stem for p in tmp_path.glob("*.exe")) == ["mid", "new"]
     store.evict(pathlib.Path(tmp_path), max_bytes=0)
     assert not list(tmp_path.glob("*.exe"))
+
+
+def test_an_entry_compiled_when_jax_cache_holds_the_program_still_runs(tmp_path):
+    """JAX decides once per process whether its persistent cache is used: an entry point compiled after other
+    programs (scenario building) used to come out of JAX's cache when that held the same program (the store's
+    key had changed, e.g. an edited checkout, while the program had not), and such an executable serializes
+    without its object code: every later process warned "does not run" and compiled again. Store entries
+    are now compiled with the cache really off, so the entry made in that situation loads and runs."""
+    cache = tmp_path / "cache"
+    point = ["point", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--batch", "3", "--alpha", "0.7",
+             "--drafter", "ngram", "--json"]
+    first = run(point, cache, tmp_path)
+    assert first.returncode == 0, first.stderr
+    for p in (cache / "executables").glob("*.exe"):  # the store forgets, JAX's cache keeps its programs
+        p.unlink()
+    second = run(point, cache, tmp_path)
+    assert second.returncode == 0 and store_counts(second.stderr)[2] >= 1, second.stderr
+    third = run(point, cache, tmp_path)
+    assert third.returncode == 0 and "warning" not in third.stderr, third.stderr
+    assert store_counts(third.stderr)[1:3] == (store_counts(second.stderr)[2], 0)  # loaded, none compiled
+    assert third.stdout == first.stdout
+
+
+def test_a_loaded_entry_that_does_not_run_is_compiled_again_with_one_warning(tmp_path, monkeypatch):
+    """Defence in depth: a stored executable that loads but fails when run (JAX raises JaxRuntimeError) is
+    dropped, compiled again and replaced, with one warning; the answer is the plain jit's."""
+    import jax.numpy as jnp
+
+    class JaxRuntimeError(RuntimeError):  # what jax.errors raises, matched by name as the store does
+        pass
+
+    old = store.directory()
+    store.enable(tmp_path / "exe")
+    try:
+        f = store.jit(lambda x: jnp.sin(x) * 2.0)
+        x = np.float32(0.3)
+        want = f(x)
+        f.memory.clear()  # a new process: the entry comes from the store
+        real = store.Program.__call__
+
+        def broken(self, leaves):
+            if self.stored is not None:
+                raise JaxRuntimeError("NOT_FOUND: Function wrapped_slice not found")
+            return real(self, leaves)
+
+        monkeypatch.setattr(store.Program, "__call__", broken)
+        with pytest.warns(UserWarning, match="does not run .*compiling again"):
+            got = f(x)
+        assert np.asarray(got) == np.asarray(want)
+        assert len(list((tmp_path / "exe").glob("*.exe"))) == 1  # replaced, not duplicated
+    finally:
+        store.enable(old)
