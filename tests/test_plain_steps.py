@@ -96,3 +96,25 @@ def test_cli_json_has_the_plain_block(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert e.value.code == 0 and out["plain_steps"]["rows_scored"] == 2
     assert np.isfinite(out["plain_steps"]["median_ape"])
+
+
+def test_engine_file_is_used_for_plain_rows(tmp_path):
+    """`validate --engine FILE` predicts plain step rows with that file's profile (it used to fall back to the
+    `generic` preset for any name that is not a preset slug: the README's calibrate-then-validate loop
+    silently checked plain rows against another profile). A copy of the vllm preset gives vllm's numbers,
+    under the file's name."""
+    import shutil
+
+    from specjax.inputs import engines
+
+    path = write(tmp_path, ["C,llama-3.1-8b,h100-sxm,vllm,x,1,1,1,bf16,,,,1000,200,offline,decode_step,0.01,0.01,"
+                            "no,https://c.org,,16"], HEADER + ",batch")
+    copy = tmp_path / "mine.toml"
+    shutil.copy(engines.PRESET_DIR / "vllm.toml", copy)
+    rows = measured.load(path)
+    by_file, _ = validate.evaluate(rows, str(copy))
+    by_name, _ = validate.evaluate(rows, "vllm")
+    assert by_file["engine_profile"][0] == "mine" and by_name["engine_profile"][0] == "vllm"
+    assert by_file["predicted_s"][0] == pytest.approx(by_name["predicted_s"][0], rel=1e-6)
+    generic, _ = validate.evaluate(rows, "generic")
+    assert abs(generic["predicted_s"][0] / by_file["predicted_s"][0] - 1) > 0.01  # the fallback would differ

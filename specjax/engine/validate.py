@@ -41,7 +41,7 @@ from ..cost._search import bisect
 from ..cost.acceptance import alpha_from_tokens, alpha_from_tree_tokens
 from ..cost.speculative import step
 from ..cost.status import Closed, Point, Serving
-from ..inputs import cells, measured, steps
+from ..inputs import cells, engines, measured, steps
 from ..search import concurrency as _concurrency
 from ..search import serving
 
@@ -321,7 +321,7 @@ def evaluate_steps(rows, engine=None, profiles=None, mode="operator", dtype=jnp.
     pred, batch = np.full(n, np.nan), np.full(n, np.nan)
     profile = np.array([""] * n, dtype=object)
     idx = np.array([i for i, r in enumerate(rows) if not r.unsupported], dtype=int)
-    fixed = measured.engine_profile(engine) if isinstance(engine, str) else engine
+    fixed = engines.load(engine) if isinstance(engine, str) else engine  # --engine NAME|FILE, as given
     if idx.size:
         part = [rows[i] for i in idx]
         used = [fixed or measured.engine_profile(r.engine_name, profiles) for r in part]
@@ -428,7 +428,7 @@ def _evaluate_speedups(rows, engine, profiles, mode, dtype):
     s_pred = np.full(n, np.nan)
     status = np.array([Point.INVALID_INPUT.label] * n, dtype=object)
     engine_used = np.array([""] * n, dtype=object)
-    fixed = measured.engine_profile(engine) if isinstance(engine, str) else engine
+    fixed = engines.load(engine) if isinstance(engine, str) else engine  # --engine NAME|FILE, as given
     for kind in STATUS:  # rows per batch, per request rate and at a concurrency: stacked and predicted apart
         idx = np.array([i for i, r in enumerate(rows) if not r.unsupported and r.load_kind == kind], dtype=int)
         if not idx.size:
