@@ -502,8 +502,17 @@ def serving_figure(df, marks, title="Serving load: TPOT and batch vs request rat
                                lw=3, ls=ls)
         rows.append(dict(series=label, switch_off_qps=off, max_qps_base=m["max_qps_base"],
                          max_qps_sd=m["max_qps_sd"], points=len(q), curve_status=m["curve_status"]))
+    return _finish_load_figure(fig, top, bottom, rows, marks, "qps", title, "request rate (requests/s, log scale)",
+                               "running batch (sequences, log)",
+                               "dotted: switch-off rate; ticks at the bottom: sustainable rates")
+
+
+def _finish_load_figure(fig, top, bottom, rows, marks, load, title, xlabel, bottom_label, legend):
+    """The shared end of `serving_figure` and `concurrency_figure`: a table row (no points) for every scenario
+    that drew none, log axes with plain numbers, labels and the legend; returns (fig, table)."""
     drawn = {r["series"] for r in rows}
-    rows += [dict(series=label, switch_off_qps=None, max_qps_base=m["max_qps_base"], max_qps_sd=m["max_qps_sd"],
+    rows += [dict(series=label, **{f"switch_off_{load}": None}, **{f"max_{load}_{s}": m[f"max_{load}_{s}"]
+                                                                 for s in ("base", "sd")},
                   points=0, curve_status=m["curve_status"]) for label, m in marks.items() if label not in drawn]
     plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
     top.set_xscale("log")
@@ -514,9 +523,8 @@ def serving_figure(df, marks, title="Serving load: TPOT and batch vs request rat
         ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     bottom.xaxis.set_major_formatter(plain)
     _style(top, "", "TPOT (ms per output token, log)", title)
-    _style(bottom, "request rate (requests/s, log scale)", "running batch (sequences, log)")
-    top.legend(fontsize=7, frameon=False, loc="upper left",
-               title="dotted: switch-off rate; ticks at the bottom: sustainable rates", title_fontsize=7)
+    _style(bottom, xlabel, bottom_label)
+    top.legend(fontsize=7, frameon=False, loc="upper left", title=legend, title_fontsize=7)
     return fig, pl.DataFrame(rows)
 
 
@@ -559,21 +567,7 @@ def concurrency_figure(df, marks, title="Closed loop: TPOT and output throughput
                                color="black" if shared and key == "max_concurrency_base" else color)
         rows.append(dict(series=label, switch_off_concurrency=off, max_concurrency_base=m["max_concurrency_base"],
                          max_concurrency_sd=m["max_concurrency_sd"], points=len(n), curve_status=m["curve_status"]))
-    drawn = {r["series"] for r in rows}
-    rows += [dict(series=label, switch_off_concurrency=None, max_concurrency_base=m["max_concurrency_base"],
-                  max_concurrency_sd=m["max_concurrency_sd"], points=0, curve_status=m["curve_status"])
-             for label, m in marks.items() if label not in drawn]
-    plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
-    top.set_xscale("log")
-    for ax in (top, bottom):
-        ax.set_yscale("log")
-        ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
-        ax.yaxis.set_major_formatter(plain)
-        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    bottom.xaxis.set_major_formatter(plain)
-    _style(top, "", "TPOT (ms per output token, log)", title)
-    _style(bottom, "client concurrency N (requests in flight, log scale)", "output throughput (tokens/s, log)")
-    top.legend(fontsize=7, frameon=False, loc="upper left",
-               title="dotted: switch-off concurrency; ticks at the bottom: batch caps (thin: clients queue)",
-               title_fontsize=7)
-    return fig, pl.DataFrame(rows)
+    return _finish_load_figure(fig, top, bottom, rows, marks, "concurrency", title,
+                               "client concurrency N (requests in flight, log scale)",
+                               "output throughput (tokens/s, log)",
+                               "dotted: switch-off concurrency; ticks at the bottom: batch caps (thin: clients queue)")
