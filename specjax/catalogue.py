@@ -264,7 +264,7 @@ _ALL = (
     _c("kv_dtype", "dtype", None, "KV-cache dtype (default: weight dtype).", "system", pair=True, fixed=True,
        csv="kv_dtype"),
     _c("compute_dtype", "choice", "bf16", "Compute dtype whose peak FLOP/s applies.", "system",
-       choices=("bf16", "fp16", "fp8", "fp4", "int8")),
+       choices=("bf16", "fp16", "fp8", "fp4", "int8"), csv="compute_dtype"),
     _c("roofline", "choice", "operator", "operator (per-operator roofline) | pass (one roofline per pass).",
        "system", choices=MODES),
     _i("memory_fraction", "deploy", "memory_fraction", 0, 1, "usable fraction of HBM", fixed=True,

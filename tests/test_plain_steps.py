@@ -118,3 +118,18 @@ def test_engine_file_is_used_for_plain_rows(tmp_path):
     assert by_file["predicted_s"][0] == pytest.approx(by_name["predicted_s"][0], rel=1e-6)
     generic, _ = validate.evaluate(rows, "generic")
     assert abs(generic["predicted_s"][0] / by_file["predicted_s"][0] - 1) > 0.01  # the fallback would differ
+
+
+def test_compute_dtype_column_sets_the_peak_the_gemms_run_at(tmp_path):
+    """A row's `compute_dtype` (fp8 where the engine ran W8A8 FP8 GEMMs) charges prefill at that dtype's peak:
+    a long-prompt closed loop whose iterations are prefill-heavy gets faster with fp8 than with the default
+    bf16, by at most the 2x of the peaks; a decode step at batch 1 (memory-bound) hardly moves. A value
+    outside the catalogue's choices is refused naming the column."""
+    rows = ["L,llama-3.1-8b,h100-sxm,roofline,x,1,1,1,fp8,,64,,8000,100,random,tpot,0.05,0.05,no,https://l.org,,{c}",
+            "S,llama-3.1-8b,h100-sxm,roofline,x,1,1,1,fp8,,1,,100,100,random,tpot,0.01,0.01,no,https://s.org,,{c}"]
+    bf, f8 = ([float(v) for v in validate.evaluate(measured.load(write(tmp_path, [r.format(c=c) for r in rows],
+                                                                         HEADER + ",compute_dtype")))[0]["predicted_s"]]
+              for c in ("", "fp8"))
+    assert 1.15 < bf[0] / f8[0] <= 2.0 and bf[1] / f8[1] == pytest.approx(1.0, abs=0.02)
+    with pytest.raises(SpecError, match="column compute_dtype: 'fp6'; expected empty or one of bf16, fp16, fp8, fp4, int8"):
+        measured.load(write(tmp_path, [rows[0].format(c="fp6")], HEADER + ",compute_dtype"))

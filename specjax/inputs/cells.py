@@ -79,6 +79,7 @@ class Measured:
     ep: int = 1
     dp_attention: int = 1
     kv_dtype: str | None = None
+    compute_dtype: str | None = None  # the dtype whose peak FLOP/s the engine's GEMMs ran at (empty: bf16)
     concurrency: int | None = None
     qps: float | None = None
     dataset: str = ""
@@ -104,3 +105,15 @@ class Measured:
     def engine_name(self):
         """The engine profile this row is predicted with by default (its column, or the default engine)."""
         return self.engine or catalogue.INPUTS["engine"].default
+
+
+def compute_dtype(p, line, value):
+    """A row's optional `compute_dtype` cell: None when empty, else one of the catalogue's choices (the
+    dtype the engine's matrix multiplies ran in: fp8 for W8A8 FP8 models, fp4 for NVFP4/MXFP4 W4A4)."""
+    v = (value or "").strip()
+    if not v:
+        return None
+    allowed = catalogue.INPUTS["compute_dtype"].choices
+    if v not in allowed:
+        raise err(p, line, "compute_dtype", v, f"empty or one of {', '.join(allowed)}")
+    return v

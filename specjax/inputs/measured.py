@@ -127,13 +127,16 @@ class Row(cells.Measured):
     @property
     def build_key(self):
         """What `Scenario.check` of the row depends on (`cells.check_buildable` checks each once)."""
-        return (self.target, self.drafter, self.draft, self.hardware, self.layout, self.weight_dtype)
+        return (self.target, self.drafter, self.draft, self.hardware, self.layout, self.weight_dtype, self.kv_dtype,
+                self.compute_dtype)
 
     def scenario(self, hardware=None, roofline="operator"):
         """The row's model inputs (its catalogue columns) as a `Scenario` on the hardware file alone: the
         engine profile is applied by `stack`, the acceptance set per row (a placeholder alpha here)."""
         given = {r.name: getattr(self, r.name) for r in catalogue.CSV.values()
                  if r.name not in ("alpha", "accepted_length", "engine", "concurrency")}
+        if given.get("compute_dtype") is None:  # empty cell: the catalogue's default
+            given.pop("compute_dtype", None)
         return Scenario(**{**given, "draft": self.draft or None, "hardware": hardware or self.hardware},
                         alpha=0.5, roofline=roofline, engine=engines.PURE)
 
@@ -275,7 +278,8 @@ def row_from_cells(p, line, r, model_slugs, hw_slugs):
                tau=tau, context=ctx, weight_dtype=canonical(r["weight_dtype"]), speedup=speed,
                metric=r["metric"], source_url=r["source_url"] or "", engine=engine,
                expert_locality=loc or 0.0, draft_passes=passes, dataset=(r.get("dataset") or "").strip(),
-               kv_dtype=kv and canonical(kv), unsupported=_unsupported(r, model_slugs, hw_slugs),
+               kv_dtype=kv and canonical(kv), compute_dtype=cells.compute_dtype(p, line, r.get("compute_dtype")),
+               unsupported=_unsupported(r, model_slugs, hw_slugs),
                **times, **layout, **rate)
 
 
@@ -372,7 +376,7 @@ def stack(rows, engine=None, profiles=None, dtype=jnp.float32, roofline="operato
     configs, index, limits = {}, [], []
     for r in rows:
         prof = fixed or engine_profile(r.engine_name, profiles)
-        key = (r.target, r.drafter, r.draft, r.hardware, r.layout, r.weight_dtype, id(prof))
+        key = (*r.build_key, id(prof))
         if key not in configs:
             sc = r.scenario(roofline=roofline)
             try:

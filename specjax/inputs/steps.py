@@ -31,7 +31,7 @@ METRICS = {
 }
 REQUIRED = ("series", "target", "hardware", "tp", "weight_dtype", "input_len", "output_len", "metric", "value_s",
             "source_url")
-OPTIONAL = ("engine", "engine_version", "ep", "dp_attention", "kv_dtype", "concurrency", "qps", "batch", "dataset",
+OPTIONAL = ("engine", "engine_version", "ep", "dp_attention", "kv_dtype", "compute_dtype", "concurrency", "qps", "batch", "dataset",
             "t_base_s", "approximate", "note")
 LOADS = cells.LOADS  # exactly one per row
 
@@ -56,7 +56,7 @@ class StepRow(cells.Measured):
     @property
     def build_key(self):
         """What `Scenario.check` of the row depends on (`cells.check_buildable` checks each once)."""
-        return (self.target, self.hardware, self.layout, self.weight_dtype, self.kv_dtype)
+        return (self.target, self.hardware, self.layout, self.weight_dtype, self.kv_dtype, self.compute_dtype)
 
     def scenario(self, roofline="operator"):
         """The row as a `Scenario` on the hardware file alone (the engine profile is applied by the
@@ -66,7 +66,7 @@ class StepRow(cells.Measured):
 
         return Scenario(target=self.target, hardware=self.hardware, tp=self.tp, ep=self.ep,
                         dp_attention=self.dp_attention, weight_dtype=self.weight_dtype, kv_dtype=self.kv_dtype,
-                        drafter="ngram", k=1, alpha=0.5, input_len=self.input_len, output_len=self.output_len,
+                        **({"compute_dtype": self.compute_dtype} if self.compute_dtype else {}), drafter="ngram", k=1, alpha=0.5, input_len=self.input_len, output_len=self.output_len,
                         engine=engines.PURE, roofline=roofline)
 
 
@@ -122,6 +122,7 @@ def rows(df, p):
             tp=cells.model_input(p, line, "tp", r["tp"], optional=False),
             weight_dtype=canonical(r["weight_dtype"]),
             kv_dtype=canonical(cell("kv_dtype")) if cell("kv_dtype") else None,
+            compute_dtype=cells.compute_dtype(p, line, r.get("compute_dtype")),
             input_len=cells.model_input(p, line, "input_len", r["input_len"], optional=False),
             output_len=cells.model_input(p, line, "output_len", r["output_len"], optional=False),
             metric=r["metric"], value_s=value, source_url=cell("source_url"), engine=engine,
