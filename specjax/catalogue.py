@@ -294,7 +294,7 @@ _ALL = (
        sensitivity=False, integer=True, help="Prompt tokens prefilled per iteration (vLLM --max-num-batched-tokens; "
        "default: the engine's on this GPU).", **_L),
     _i("acceptance_spread", "load", "acceptance_spread", 0, 5, "std of a request's log-odds of acceptance",
-       axis=False, sensitivity=False, symbol="sigma", scenario=True, group="load",
+       axis=False, sensitivity=False, scenario=True, group="load",
        help="Spread of acceptance over requests: the standard deviation of each request's log-odds of acceptance "
        "around the scenario's (0: every request alike; docs/model.md §10.1). serve reports TPOT percentiles."),
     # the hardware and its engine terms (hardware TOML and engine profile keys, sweep axes)

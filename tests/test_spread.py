@@ -178,13 +178,13 @@ def test_closed_loop_reports_the_percentiles(capsys):
         list(sim["percentiles"]), rel=1e-2)
     code, text, err = run(capsys, ARGS + ["--k", "4", "--alpha", "0.7", "--acceptance-spread", "0.8",
                                           "--concurrency", "1", "--concurrency", "64", "--concurrency", "1000"])
-    assert code == 0 and "log-odds spread sigma = 0.8" in text and " p90 sd " in text, err
+    assert code == 0 and "log-odds spread 0.8 (shift" in text and " p90 sd " in text, err
 
 
 @pytest.mark.parametrize("extra,msg", [
-    (["--alpha", "0.6", "--acceptance-spread", "-0.1"], "acceptance_spread=-0.1; expected 0 <= sigma <= 5 (std of a "
+    (["--alpha", "0.6", "--acceptance-spread", "-0.1"], "acceptance_spread=-0.1; expected 0 <= acceptance_spread <= 5 (std of a "
                                                         "request's log-odds of acceptance)"),
-    (["--alpha", "0.6", "--acceptance-spread", "6"], "acceptance_spread=6.0; expected 0 <= sigma <= 5"),
+    (["--alpha", "0.6", "--acceptance-spread", "6"], "acceptance_spread=6.0; expected 0 <= acceptance_spread <= 5"),
     (["--alpha", "0.6", "--tpot-slo", "0.02", "--slo-percentile", "100"],
      "slo_percentile=100.0; expected 0 < slo_percentile < 100"),
     (["--alpha", "0.6", "--slo-percentile", "90"], "slo_percentile=90 applies to a TPOT target: give --tpot-slo"),

@@ -150,7 +150,7 @@ def print_spread(r):
         return
     sp = r["acceptance_spread"]
     what = (f"{sp['samples']} per-request samples ({sp['samples_file']})" if sp["samples"] is not None
-            else f"log-odds spread sigma = {sp['sigma']:g} (shift {sp['shift']:+.3f})")
+            else f"log-odds spread {sp['sigma']:g} (shift {sp['shift']:+.3f})")
     factors = "/".join(_r(sp[f"tpot_factor_{q}"]) for q in PERCENTILES)
     print(f"acceptance over requests: {what}; tokens per step {_r(sp['tokens_per_step'])} (harmonic mean over "
           f"requests), mean accepted length {_r(sp['mean_accepted_length_over_requests'])}; speculative TPOT "
