@@ -264,7 +264,8 @@ def test_switch_off_sensitivity_matches_finite_differences(capsys, monkeypatch):
     assert set(never["elasticities"]) == set(r["elasticities"]) and not any(never["elasticities"].values())
     assert not any(never["derivatives"].values())
     real = api.serve_concurrency  # the command line on the compile above: in float64
-    monkeypatch.setattr(api, "serve_concurrency", lambda sc, n, sensitivity=False: real(sc, n, sensitivity, F64))
+    monkeypatch.setattr(api, "serve_concurrency", lambda sc, n, sensitivity=False, **kw: real(sc, n, sensitivity, F64,
+                                                                                           **kw))
     with pytest.raises(SystemExit) as e:
         main(ARGS + ["--concurrency", "64", "--sensitivity", "--json"])
     out = json.loads(capsys.readouterr().out)
