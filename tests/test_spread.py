@@ -132,6 +132,8 @@ def test_samples_by_hand_from_ingest_to_serve(tmp_path, capsys):
     csv = tmp_path / "requests.csv"
     code, text, err = run(capsys, ["ingest", str(resp), "--out", str(csv)])
     assert code == 0 and "vllm-requests (vllm): 3 rows" in text, err
+    assert f"harmonic mean over requests 2.000 (a batch's tokens per step); TPOT percentiles over requests: " \
+           f"specjax serve --acceptance-samples {csv}" in text
     s = request_samples.load(csv)
     assert (s.taus, s.k, s.harmonic_mean) == ((1.5, 2.0, 3.0), 2, pytest.approx(2.0, rel=1e-15))
     inv_q, tau_h, tau_mean = spread.sample_inverse_quantiles(jnp.asarray(s.taus, F64), P)
