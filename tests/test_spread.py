@@ -1,7 +1,9 @@
-"""Acceptance that varies by request (docs/model.md §10.1): the speculative side's TPOT percentiles against a
-direct simulation over sampled requests (tests/reference.py), a spread of 0 equal to today's TPOT exactly, the
-means untouched by a spread, percentiles monotone, a hand-checked point from per-request samples (ingest ->
-serve), the SLO search at a percentile, and bad input at the edge."""
+"""Acceptance that varies by request (docs/model.md §10.1), the kernels: TPOT percentiles against a direct
+simulation over sampled requests (tests/reference.py), a spread of 0 giving factors of exactly 1, percentiles
+monotone, a draft tree, a hand-checked point from per-request samples (through ingest), and bad input at the
+edge. What needs `serve`'s compiled program is tested where it is compiled anyway: tests/test_serving.py (the
+means unchanged, spread 0 equal to today's TPOT exactly, the SLO at a percentile, samples through serve) and
+tests/test_concurrency.py (the closed loop)."""
 
 import json
 
@@ -11,20 +13,14 @@ import numpy as np
 import pytest
 
 import reference as ref
-from specjax import api
 from specjax.cli import main
 from specjax.cost import spread
 from specjax.cost.trees import Decode
 from specjax.inputs import request_samples
-from specjax.inputs.scenario import Scenario
 
 F64 = jnp.float64
 P = jnp.asarray(spread.PERCENTILES, F64)
 SPREAD = jax.jit(spread.spread)
-BLOG = dict(target="llama-3-70b", hardware="h100-sxm", drafter="model", draft="qwama-0.5b", tp=4, draft_tp=1, k=4,
-            alpha=0.7, engine="vllm", input_len=256, output_len=256)
-ARGS = ["serve", "--target", "llama-3-70b", "--hardware", "h100-sxm", "--drafter", "model", "--draft", "qwama-0.5b",
-        "--tp", "4", "--draft-tp", "1", "--engine", "vllm", "--input-len", "256", "--output-len", "256"]
 EDGE = ["serve", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "ngram", "--qps", "1"]
 
 
@@ -55,37 +51,11 @@ def test_percentiles_match_a_simulation_over_sampled_requests(rates, k, sigma):
     assert float(sp.tau_mean) > tau0 * 1.005  # E[tau] > 1 / E[1/tau] (Jensen): the arithmetic mean overstates
 
 
-def test_serve_percentiles_against_the_simulation_and_the_means_unchanged():
-    """At the kernel's own iteration time of each rate the simulated requests' TPOT percentiles are serve's, and
-    their mean TPOT is serve's mean TPOT; batch, TPOT and the SLO rate at the mean are those without a spread."""
-    rates = [1.0, 12.0]
-    flat = api.serve(Scenario(**BLOG), rates, tpot_slo=0.02)
-    r = api.serve(Scenario(**BLOG, acceptance_spread=0.8), rates, tpot_slo=0.02)
-    for p, q in zip(r["points"], flat["points"]):
-        for key in ("batch_sd", "tpot_sd_s", "itl_sd_s", "e2e_sd_s", "throughput_sd_tok_s", "batch_base"):
-            assert p[key] == q[key], key  # the spread changes no mean
-        sim = ref.request_tpot_simulation(p["itl_sd_s"], (0.7,), 4, 0.8)
-        got = [p[f"tpot_sd_p{x:g}_s"] for x in spread.PERCENTILES]
-        assert got == pytest.approx(list(sim["percentiles"]), rel=1e-2)
-        assert p["tpot_sd_s"] == pytest.approx(sim["mean_tpot"], rel=1e-5)  # float32 kernel
-        assert got[0] < p["tpot_sd_s"] < got[1] < got[2]
-    assert r["slo"] == flat["slo"]  # the TPOT target on the mean: unchanged
-    sp = r["acceptance_spread"]
-    assert (sp["kind"], sp["sigma"], sp["samples"]) == ("log_odds", 0.8, None)
-    assert sp["tokens_per_step"] == pytest.approx(r["tokens_per_step"], rel=1e-6)
-
-
-def test_spread_zero_is_todays_tpot_exactly():
+def test_spread_zero_gives_factors_of_exactly_one():
+    """(serve's TPOT percentiles at spread 0 equal its mean TPOT exactly: tests/test_serving.py)"""
     sp = SPREAD(dec_of((0.7,), 4), 0.0, jnp.asarray([1.0, 50.0, 99.9], F64))
     assert np.asarray(sp.tpot_factors).tolist() == [1.0, 1.0, 1.0] and float(sp.shift) == 0.0
     assert float(sp.tau_mean) == float(sp.tau_harmonic)
-    rates = [1.0, 12.0]
-    mean = api.serve(Scenario(**BLOG), rates, tpot_slo=0.02)
-    p99 = api.serve(Scenario(**BLOG, acceptance_spread=0.0), rates, tpot_slo=0.02, slo_percentile=99)
-    for p in p99["points"]:
-        assert p["tpot_sd_p50_s"] == p["tpot_sd_p90_s"] == p["tpot_sd_p99_s"] == p["tpot_sd_s"]
-    assert [p["tpot_sd_s"] for p in p99["points"]] == [p["tpot_sd_s"] for p in mean["points"]]
-    assert p99["slo"]["max_qps_sd"] == mean["slo"]["max_qps_sd"] and p99["slo"]["tpot_percentile"] == 99
 
 
 def test_percentiles_are_monotone_in_the_percentile_and_the_spread():
@@ -121,11 +91,9 @@ def _vllm_response(rid, hist):
                                                                                            spec}})
 
 
-def test_samples_by_hand_from_ingest_to_serve(tmp_path, capsys):
-    """Three requests at k = 2 with tau 1.5, 2 and 3 (histograms [5, 5, 0], [0, 10, 0], [0, 0, 10]). By hand:
-    harmonic mean 3 / (2/3 + 1/2 + 1/3) = 2, so the scenario's alpha solves 1 + a + a^2 = 2: a = (sqrt 5 - 1)/2
-    = 0.618034; 1/tau sorted = 1/3, 1/2, 2/3; p50 = 1/2, p90 at position 1.8 = 1/2 + 0.8/6 = 19/30, p99 at 1.98
-    = 1/2 + 0.98/6; TPOT factor = 2 x those: 1, 1.266667, 1.326667; mean accepted length 6.5 / 3."""
+def ingested_samples(tmp_path, capsys):
+    """Three requests at k = 2 with tau 1.5, 2 and 3 (histograms [5, 5, 0], [0, 10, 0], [0, 0, 10]) as vLLM
+    responses, through `specjax ingest` into the per-request CSV; returns its path."""
     resp = tmp_path / "responses.jsonl"
     resp.write_text("\n".join(_vllm_response(f"r{i}", h) for i, h in enumerate(([5, 5, 0], [0, 10, 0], [0, 0, 10])))
                     + "\n")
@@ -134,58 +102,30 @@ def test_samples_by_hand_from_ingest_to_serve(tmp_path, capsys):
     assert code == 0 and "vllm-requests (vllm): 3 rows" in text, err
     assert f"harmonic mean over requests 2.000 (a batch's tokens per step); TPOT percentiles over requests: " \
            f"specjax serve --acceptance-samples {csv}" in text
-    s = request_samples.load(csv)
-    assert (s.taus, s.k, s.harmonic_mean) == ((1.5, 2.0, 3.0), 2, pytest.approx(2.0, rel=1e-15))
+    return csv
+
+
+HAND = [1.0, 38 / 30, 2 * (0.5 + 0.98 / 6)]  # TPOT p50, p90, p99 / mean TPOT of the three requests
+
+
+def test_samples_by_hand(tmp_path, capsys):
+    """By hand: harmonic mean 3 / (2/3 + 1/2 + 1/3) = 2; 1/tau sorted = 1/3, 1/2, 2/3; p50 = 1/2, p90 at position
+    1.8 = 1/2 + 0.8/6 = 19/30, p99 at 1.98 = 1/2 + 0.98/6; TPOT factor = 2 x those: 1, 1.266667, 1.326667; mean
+    accepted length 6.5 / 3. (The same file through `serve --acceptance-samples`: tests/test_serving.py.)"""
+    s = request_samples.load(ingested_samples(tmp_path, capsys))
+    assert (s.taus, s.k, s.harmonic_mean, s.mean) == ((1.5, 2.0, 3.0), 2, pytest.approx(2.0, rel=1e-15),
+                                                      pytest.approx(6.5 / 3, rel=1e-15))
     inv_q, tau_h, tau_mean = spread.sample_inverse_quantiles(jnp.asarray(s.taus, F64), P)
-    want = [1.0, 38 / 30, 2 * (0.5 + 0.98 / 6)]
-    assert (2 * np.asarray(inv_q)).tolist() == pytest.approx(want, rel=1e-12)
-    code, text, err = run(capsys, ARGS + ["--k", "2", "--acceptance-samples", str(csv), "--qps", "1", "--qps", "12",
-                                          "--tpot-slo", "0.02", "--slo-percentile", "90", "--json"])
-    assert code == 0, err
-    out = json.loads(text)
-    sp = out["acceptance_spread"]
-    assert (sp["kind"], sp["samples"], sp["samples_file"]) == ("samples", 3, str(csv))
-    assert sp["tokens_per_step"] == pytest.approx(2.0, rel=1e-6)
-    assert sp["mean_accepted_length_over_requests"] == pytest.approx(6.5 / 3, rel=1e-6)
-    assert [sp[f"tpot_factor_p{p}"] for p in (50, 90, 99)] == pytest.approx(want, rel=1e-6)
-    assert out["inputs"]["accepted_length"] == 2.0 and out["inputs"]["alpha"] == pytest.approx(0.618034, rel=1e-6)
-    for p in out["points"]:
-        assert p["tpot_sd_p90_s"] == pytest.approx(p["tpot_sd_s"] * 38 / 30, rel=1e-6)
-    code, text, err = run(capsys, ARGS + ["--k", "2", "--acceptance-samples", str(csv), "--qps", "1", "--qps", "12",
-                                          "--tpot-slo", "0.02", "--slo-percentile", "90"])
-    assert code == 0 and "3 per-request samples" in text and "p50/p90/p99 = 1.000/1.267/1.327" in text, err
-    assert "largest rate with p90 TPOT <= 20 ms" in text and " p99 sd " in text
-
-
-def test_the_slo_search_meets_the_named_percentile():
-    """With a spread the p90 target binds before the mean one; at the rate found, serve's p90 TPOT is the target
-    (the bisection's edge), and plain decoding (no spread) keeps its rate."""
-    sc = Scenario(**BLOG, acceptance_spread=1.0)
-    mean = api.serve(sc, [1.0, 12.0], tpot_slo=0.02)["slo"]
-    p90 = api.serve(sc, [1.0, 12.0], tpot_slo=0.02, slo_percentile=90)["slo"]
-    assert p90["max_qps_base"] == mean["max_qps_base"]
-    assert 0 < p90["max_qps_sd"] < mean["max_qps_sd"]
-    at = api.serve(sc, [p90["max_qps_sd"], mean["max_qps_sd"]])["points"]
-    assert at[0]["tpot_sd_p90_s"] == pytest.approx(0.02, rel=1e-4)
-    assert at[1]["tpot_sd_s"] == pytest.approx(0.02, rel=1e-4)
-
-
-def test_closed_loop_reports_the_percentiles(capsys):
-    r = api.serve_concurrency(Scenario(**BLOG, acceptance_spread=0.8), [1, 64, 1000])
-    sp = r["acceptance_spread"]
-    for p in r["points"]:
-        assert p["tpot_sd_p99_s"] == pytest.approx(p["tpot_sd_s"] * sp["tpot_factor_p99"], rel=1e-6)
-    sim = ref.request_tpot_simulation(r["points"][1]["itl_sd_s"], (0.7,), 4, 0.8)
-    assert [r["points"][1][f"tpot_sd_p{x:g}_s"] for x in spread.PERCENTILES] == pytest.approx(
-        list(sim["percentiles"]), rel=1e-2)
-    code, text, err = run(capsys, ARGS + ["--k", "4", "--alpha", "0.7", "--acceptance-spread", "0.8",
-                                          "--concurrency", "1", "--concurrency", "64", "--concurrency", "1000"])
-    assert code == 0 and "log-odds spread 0.8 (shift" in text and " p90 sd " in text, err
+    assert (2 * np.asarray(inv_q)).tolist() == pytest.approx(HAND, rel=1e-12)
+    assert (float(tau_h), float(tau_mean)) == pytest.approx((2.0, 6.5 / 3), rel=1e-12)
+    dec = dec_of((0.6180339887498949,), 2)  # 1 + a + a^2 = 2 at the golden ratio's a: the scenario of the samples
+    sp = jax.jit(spread.sample_spread)(dec, inv_q, tau_h, tau_mean)
+    assert np.asarray(sp.tpot_factors).tolist() == pytest.approx(HAND, rel=1e-12)
 
 
 @pytest.mark.parametrize("extra,msg", [
-    (["--alpha", "0.6", "--acceptance-spread", "-0.1"], "acceptance_spread=-0.1; expected 0 <= acceptance_spread <= 5 (std of a "
-                                                        "request's log-odds of acceptance)"),
+    (["--alpha", "0.6", "--acceptance-spread", "-0.1"],
+     "acceptance_spread=-0.1; expected 0 <= acceptance_spread <= 5 (std of a request's log-odds of acceptance)"),
     (["--alpha", "0.6", "--acceptance-spread", "6"], "acceptance_spread=6.0; expected 0 <= acceptance_spread <= 5"),
     (["--alpha", "0.6", "--tpot-slo", "0.02", "--slo-percentile", "100"],
      "slo_percentile=100.0; expected 0 < slo_percentile < 100"),
