@@ -393,6 +393,7 @@ def test_request_spread_percentiles_against_a_simulation_and_the_means_unchanged
         assert p["tpot_sd_s"] == pytest.approx(sim["mean_tpot"], rel=1e-5)  # float32 kernel
         assert got[0] < p["tpot_sd_s"] < got[1] < got[2]
     assert r["slo"] == flat["slo"]
+    assert (r["switch_off_qps"], r["max_qps_sd"]) == (flat["switch_off_qps"], flat["max_qps_sd"])
     sp = r["acceptance_spread"]
     assert (sp["kind"], sp["sigma"], sp["samples"]) == ("log_odds", 0.8, None)
     assert sp["tokens_per_step"] == pytest.approx(r["tokens_per_step"], rel=1e-6)
