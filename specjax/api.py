@@ -19,7 +19,9 @@ from .search import crossover as _crossover
 from .search import optimize as _optimize
 from .search import sensitivity as _sensitivity
 from .search import serving as _serving
+from .cost import spread as _spread
 from .cost.speculative import step
+from .errors import SpecError, field_error
 from .cost.status import Closed, Curve, Point, Serving
 from .outputs.finite import finite  # the one non-finite policy of every writer (NaN, inf -> None)
 
@@ -240,36 +242,101 @@ AUTO_QPS = (0.01, 1.2)  # default rates: fractions of the larger sustainable rat
 
 
 @store.jit(static_argnames=("relative", "sensitivity"))
-def _serve(hw, deploy, tgt, draft, dec, qps, tpot_slo, ttft_slo, relative, sensitivity):
+def _serve(hw, deploy, tgt, draft, dec, qps, tpot_slo, ttft_slo, relative, sensitivity, percentiles, samples):
     m = _serving.sides(hw, deploy, tgt, draft, dec)
     curve, deriv, elast = _curve_and_sensitivity(_serving.rate_curve, _serving.switch_off_sensitivity, sensitivity,
                                                  hw, deploy, tgt, draft, dec)
     rates = qps * curve.qps_top if relative else qps
     per = jax.vmap(lambda q: _serving.serve(hw, deploy, tgt, draft, dec, q, model=m))(rates)
-    return per, curve, _serving.max_qps_within(hw, deploy, tgt, draft, dec, tpot_slo, ttft_slo, m), deriv, elast
+    sp = _spread.of_load(dec, percentiles, samples)
+    slo_factor = jnp.stack([jnp.ones_like(sp.tpot_factors[-1]), sp.tpot_factors[-1]])  # plain decoding: no spread
+    within = _serving.max_qps_within(hw, deploy, tgt, draft, dec, tpot_slo, ttft_slo, m, slo_factor)
+    return per, curve, within, deriv, elast, sp
 
 
-def serve(scenario, qps=None, tpot_slo=None, ttft_slo=None, sensitivity=False, dtype=None, points=13):
+def check_percentile(p, field="slo_percentile"):
+    """A percentile of requests in (0, 100), or None (the mean); a one-line `SpecError` otherwise."""
+    if p is None:
+        return None
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 < p < 100:
+        raise field_error(field, p, f"0 < {field} < 100 (percent of requests; without it: the mean TPOT)")
+    return float(p)
+
+
+def with_samples(scenario, samples):
+    """(scenario, samples): where per-request `samples` (`inputs.request_samples.Samples`) are given, the
+    scenario with their harmonic mean as its accepted length (the batch's tokens per step, docs/model.md
+    §10.1), refused with a log-odds spread besides or a k they were not measured at."""
+    if samples is None:
+        return scenario, None
+    if scenario.acceptance_spread:
+        raise SpecError(f"acceptance_spread={scenario.acceptance_spread:g} and acceptance_samples "
+                        f"{samples.source or ''}: give one spread of acceptance over requests, not both")
+    samples.check_k(scenario.k)
+    return scenario.replace_acceptance(accepted_length=samples.harmonic_mean), samples
+
+
+def _percentiles(slo_percentile, f):
+    """The percentiles the kernels evaluate: `spread.PERCENTILES`, then the SLO's (NaN: the mean)."""
+    return np.asarray((*_spread.PERCENTILES, np.nan if slo_percentile is None else slo_percentile), f)
+
+
+def _sample_quantiles(samples, percentiles):
+    """`spread.of_load`'s samples argument: the samples' quantiles of 1/tau and means, or NaN without samples."""
+    if samples is None:
+        return tuple(np.asarray(x) for x in _spread.no_samples(percentiles.shape[0], percentiles.dtype))
+    return tuple(np.asarray(x) for x in _spread.sample_inverse_quantiles(np.asarray(samples.taus, percentiles.dtype),
+                                                                         percentiles))
+
+
+def _tpot_percentiles(tpot_sd, sp, i):
+    """The speculative side's TPOT percentiles of row `i` (`spread.PERCENTILES`), seconds."""
+    return {f"tpot_sd_p{p:g}_s": finite_or_none(tpot_sd[i] * sp.tpot_factors[j])
+            for j, p in enumerate(_spread.PERCENTILES)}
+
+
+def _spread_answer(scenario, sp, samples):
+    """The spread of acceptance over requests as answered (JSON `acceptance_spread`)."""
+    out = dict(kind="samples" if samples is not None else "log_odds",
+               sigma=None if samples is not None else float(scenario.acceptance_spread or 0.0),
+               samples=None if samples is None else len(samples.taus),
+               samples_file=None if samples is None else samples.source,
+               shift=finite_or_none(sp.shift), tokens_per_step=finite_or_none(sp.tau_harmonic),
+               mean_accepted_length_over_requests=finite_or_none(sp.tau_mean))
+    out.update({f"tpot_factor_p{p:g}": finite_or_none(sp.tpot_factors[j]) for j, p in enumerate(_spread.PERCENTILES)})
+    return out
+
+
+def serve(scenario, qps=None, tpot_slo=None, ttft_slo=None, sensitivity=False, dtype=None, points=13,
+          slo_percentile=None, acceptance_samples=None):
     """The serving load of docs/model.md §10 for a `Scenario` with input/output lengths: per request rate
     (`qps`, default `points` rates from 1% to 120% of the larger sustainable rate) both sides' batch, ITL,
-    TPOT, TTFT, E2E and throughput, the TPOT ratio and per-side status; over the range the sustainable
-    rates, the switch-off rate and the curve's status; with SLOs (seconds) the largest rate meeting
-    them; with `sensitivity` the elasticities of the switch-off rate."""
+    TPOT, TTFT, E2E and throughput, the TPOT ratio and per-side status, and the speculative side's TPOT
+    percentiles over requests (docs/model.md §10.1: the scenario's `acceptance_spread`, or per-request
+    `acceptance_samples`, which replace the scenario's acceptance by their harmonic mean); over the range
+    the sustainable rates, the switch-off rate and the curve's status; with SLOs (seconds) the largest rate
+    meeting them (the TPOT target on the `slo_percentile` of requests, default the mean); with
+    `sensitivity` the elasticities of the switch-off rate."""
+    slo_percentile = check_percentile(slo_percentile)
+    scenario, samples = with_samples(scenario, acceptance_samples)
     hw, deploy, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
     f = np.asarray(dec.alpha).dtype
     relative = qps is None
     rates = np.asarray(np.geomspace(*AUTO_QPS, points) if relative else qps, dtype=f)
     inf = np.asarray(np.inf, f)
-    per, curve, (slo_b, slo_s), deriv, elast = _serve(hw, deploy, tgt, draft, dec, rates,
-                                                     inf if tpot_slo is None else np.asarray(tpot_slo, f),
-                                                     inf if ttft_slo is None else np.asarray(ttft_slo, f), relative,
-                                                     bool(sensitivity))
+    pct = _percentiles(slo_percentile, f)
+    per, curve, (slo_b, slo_s), deriv, elast, sp = _serve(hw, deploy, tgt, draft, dec, rates,
+                                                         inf if tpot_slo is None else np.asarray(tpot_slo, f),
+                                                         inf if ttft_slo is None else np.asarray(ttft_slo, f),
+                                                         relative, bool(sensitivity), pct,
+                                                         _sample_quantiles(samples, pct))
     rows = []
     fits = float(curve.qps_top) > 0  # relative rates of a capacity of 0 would all be 0: no table, the status says
     for i in range(rates.shape[0] if fits or not relative else 0):
         st = Serving(int(per.status[i]))
         row = {"qps": finite_or_none(per.qps[i]),
-               **{k: finite_or_none(v[i]) for k, v in _serving.side_columns(per).items()}}
+               **{k: finite_or_none(v[i]) for k, v in _serving.side_columns(per).items()},
+               **_tpot_percentiles(per.sd.tpot_s, sp, i)}
         row.update(speedup_tpot=finite_or_none(per.speedup_tpot[i]), ratio_e2e=finite_or_none(per.ratio_e2e[i]),
                    status_base=st.side(False), status_sd=st.side(True), status=st.label)
         rows.append(row)
@@ -280,9 +347,10 @@ def serve(scenario, qps=None, tpot_slo=None, ttft_slo=None, sensitivity=False, d
                speedup_tpot_low_qps=finite_or_none(curve.speedup_tpot_low_qps),
                curve_status=Curve.decode(int(curve.status)), qps_searched=[finite_or_none(curve.qps_low),
                                                                            finite_or_none(curve.qps_top)])
+    out["acceptance_spread"] = _spread_answer(scenario, sp, samples)
     if tpot_slo is not None or ttft_slo is not None:
-        out["slo"] = dict(tpot_s=tpot_slo, ttft_s=ttft_slo, max_qps_base=finite_or_none(slo_b),
-                          max_qps_sd=finite_or_none(slo_s))
+        out["slo"] = dict(tpot_s=tpot_slo, ttft_s=ttft_slo, tpot_percentile=slo_percentile,
+                          max_qps_base=finite_or_none(slo_b), max_qps_sd=finite_or_none(slo_s))
     if sensitivity:
         out.update(elasticities(deriv, elast))
     out["inputs"] = {**{k: v for k, v in inputs(scenario).items() if k != "batch"}, **serve_inputs(scenario)}
@@ -290,29 +358,35 @@ def serve(scenario, qps=None, tpot_slo=None, ttft_slo=None, sensitivity=False, d
 
 
 @store.jit(static_argnames=("sensitivity",))
-def _closed(hw, deploy, tgt, draft, dec, ns, sensitivity):
+def _closed(hw, deploy, tgt, draft, dec, ns, sensitivity, percentiles, samples):
     m = _serving.sides(hw, deploy, tgt, draft, dec)
     per = jax.vmap(lambda n: _concurrency.closed(hw, deploy, tgt, draft, dec, n, model=m))(ns)
     curve, deriv, elast = _curve_and_sensitivity(_concurrency.concurrency_curve, _concurrency.switch_off_sensitivity,
                                                  sensitivity, hw, deploy, tgt, draft, dec)
-    return per, curve, deriv, elast
+    return per, curve, deriv, elast, _spread.of_load(dec, percentiles, samples)
 
 
-def serve_concurrency(scenario, concurrency, sensitivity=False, dtype=None):
+def serve_concurrency(scenario, concurrency, sensitivity=False, dtype=None, acceptance_samples=None):
     """The closed loop of docs/model.md §11 for a `Scenario` with input/output lengths: per concurrency N (clients
     each sending its next request when its last one ends) both sides' request throughput, decode batch,
     prompt tokens per iteration, ITL, TPOT, TTFT, E2E, output throughput and queue wait, the ratios at equal
-    N and per-side status (`queued`: N exceeds what the engine holds at its batch cap); over N the
-    concurrency where speculation stops lowering E2E (`switch_off_concurrency`) and each side's capacity;
-    with `sensitivity` the elasticities of the switch-off concurrency (None where there is none)."""
+    N, per-side status (`queued`: N exceeds what the engine holds at its batch cap) and the speculative
+    side's TPOT percentiles over requests (as `serve`); over N the concurrency where speculation stops
+    lowering E2E (`switch_off_concurrency`) and each side's capacity; with `sensitivity` the elasticities
+    of the switch-off concurrency (None where there is none)."""
+    scenario, samples = with_samples(scenario, acceptance_samples)
     hw, deploy, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
-    ns = np.asarray(concurrency, dtype=np.asarray(dec.alpha).dtype).reshape(-1)
-    per, curve, deriv, elast = _closed(hw, deploy, tgt, draft, dec, ns, bool(sensitivity))
+    f = np.asarray(dec.alpha).dtype
+    ns = np.asarray(concurrency, dtype=f).reshape(-1)
+    pct = _percentiles(None, f)
+    per, curve, deriv, elast, sp = _closed(hw, deploy, tgt, draft, dec, ns, bool(sensitivity), pct,
+                                           _sample_quantiles(samples, pct))
     rows = []
     for i in range(ns.shape[0]):
         st = Closed(int(per.status[i]))
         row = {"concurrency": finite_or_none(per.concurrency[i]),
-               **{k: finite_or_none(v[i]) for k, v in _concurrency.side_columns(per).items()}}
+               **{k: finite_or_none(v[i]) for k, v in _concurrency.side_columns(per).items()},
+               **_tpot_percentiles(per.sd.tpot_s, sp, i)}
         row.update(speedup_tpot=finite_or_none(per.speedup_tpot[i]), ratio_e2e=finite_or_none(per.ratio_e2e[i]),
                    ratio_ttft=finite_or_none(per.ratio_ttft[i]),
                    prefill_bound_base=bool(per.base.prefill_bound[i]), prefill_bound_sd=bool(per.sd.prefill_bound[i]),
@@ -321,6 +395,7 @@ def serve_concurrency(scenario, concurrency, sensitivity=False, dtype=None):
     out = dict(points=rows, tokens_per_step=finite_or_none(per.tokens_per_step[0]),
                **{k: finite_or_none(v) for k, v in curve._asdict().items() if k != "status"},
                curve_status=Curve.decode(int(curve.status)))
+    out["acceptance_spread"] = _spread_answer(scenario, sp, samples)
     if sensitivity:
         out.update(elasticities(deriv, elast))
     out["inputs"] = {**{k: v for k, v in inputs(scenario).items() if k != "batch"}, **serve_inputs(scenario)}

@@ -293,6 +293,10 @@ _ALL = (
     _i("chunk_tokens", "load", "chunk_tokens", 1, 1e8, "prompt tokens prefilled per iteration", fixed=True,
        sensitivity=False, integer=True, help="Prompt tokens prefilled per iteration (vLLM --max-num-batched-tokens; "
        "default: the engine's on this GPU).", **_L),
+    _i("acceptance_spread", "load", "acceptance_spread", 0, 5, "std of a request's log-odds of acceptance",
+       axis=False, sensitivity=False, scenario=True, group="load",
+       help="Spread of acceptance over requests: the standard deviation of each request's log-odds of acceptance "
+       "around the scenario's (0: every request alike; docs/model.md §10.1). serve reports TPOT percentiles."),
     # the hardware and its engine terms (hardware TOML and engine profile keys, sweep axes)
     # physical ranges of real accelerators (a value outside is a unit mistake: 3.2 meant 3.2e12 bytes/s)
     _i("flops_per_s", "hw", "flops_per_s", 1e10, 1e18, "FLOP/s", typical=1e15, group="system"),

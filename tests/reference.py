@@ -317,3 +317,32 @@ def closed_loop_sim(t_of, tau_, c_p, input_len, output_len, clients, chunk=2048.
     return dict(throughput_req_s=(len(ends) - 1) / (ends[-1] - ends[0]), e2e_s=e2e, ttft_s=ttft,
                 tpot_s=(e2e - ttft) / (output_len - 1), batch=acc["batch"] / acc["time"],
                 prompt_tokens_per_iter=acc["prompt"] / acc["iters"])
+
+
+def request_tpot_simulation(iteration_s, rates, k, sigma, n=100_000, seed=0, percentiles=(50.0, 90.0, 99.0)):
+    """docs/model.md §10.1 by sampling requests (another algorithm than the kernel's quantile map): draw
+    n requests' z_i ~ N(0, 1); request i accepts position j with log-odds logit a_j + delta + sigma z_i
+    (a_j the conditional rates, the last one beyond the vector); delta is found by bisection so that
+    these n requests' harmonic mean of tau_i is the aggregate tau of `rates` (the tokens per step of the
+    batch); each request's TPOT is iteration_s / tau_i. Returns the TPOT percentiles (numpy's default
+    linear interpolation), the mean TPOT, and the harmonic and arithmetic means of tau_i."""
+    import numpy as np
+
+    z = np.random.default_rng(seed).standard_normal(n)
+    a = np.array([rates[min(i, len(rates)) - 1] for i in range(1, int(k) + 1)], dtype=float)
+    with np.errstate(divide="ignore"):
+        logit = np.log(a) - np.log1p(-a)
+
+    def taus(d):
+        p = 1.0 / (1.0 + np.exp(-(logit[None, :] + d + sigma * z[:, None])))
+        return 1.0 + np.cumprod(p, axis=1).sum(axis=1)
+
+    aggregate = tau_from_rates(rates, k)
+    lo, hi = -60.0, 60.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if np.mean(1.0 / taus(mid)) > 1.0 / aggregate else (lo, mid)
+    t = taus(0.5 * (lo + hi))
+    tpot = iteration_s / t
+    return dict(percentiles=np.percentile(tpot, percentiles), mean_tpot=float(tpot.mean()),
+                harmonic_tau=float(1.0 / np.mean(1.0 / t)), mean_tau=float(t.mean()))

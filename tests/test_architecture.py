@@ -242,7 +242,7 @@ def test_every_user_input_maps_to_exactly_one_catalogue_row():
         assert model_flags <= params, (command, model_flags - params)
         # an option that names an input is that input's row (no second spelling of the same input)
         own = {p for p in params if p in rows and p not in model_flags and rows[p].flag is None}
-        assert not own - {"batch", "qps", "concurrency"}, (command, own)
+        assert not own - {"batch", "qps", "concurrency", "acceptance_spread"}, (command, own)
     assert {r.name for r in app_mod.flag_rows("load")} <= _command_params("serve")
     assert set(spec.pair_keys()) - {"label"} == set(catalogue.PAIR) and all(rows[n].pair for n in catalogue.PAIR)
     assert all(rows[n].fixed for n in catalogue.FIXED)
@@ -253,8 +253,9 @@ def test_every_user_input_maps_to_exactly_one_catalogue_row():
     sc = Scenario(target="llama-3.1-8b", hardware="h100-sxm", draft_cost=0.1, alpha=0.7, input_len=100,
                   output_len=10, qps=1.0, max_num_seqs=8, chunk_tokens=512)
     echo = api.inputs(sc)
-    # qps given; draft_passes is echoed for a parallel drafter only
-    assert set(echo) - {"gpus", "rates", "scheduler_source"} == set(catalogue.ECHO) - {"concurrency", "draft_passes"}
+    # qps given; draft_passes is echoed for a parallel drafter only, acceptance_spread where given (serve's flag)
+    assert set(echo) - {"gpus", "rates", "scheduler_source"} == set(catalogue.ECHO) - {"concurrency", "draft_passes",
+                                                                                       "acceptance_spread"}
     assert catalogue.INPUTS["engine"].default == Scenario.__dataclass_fields__["engine"].default
 
 

@@ -264,7 +264,8 @@ def test_switch_off_sensitivity_matches_finite_differences(capsys, monkeypatch):
     assert set(never["elasticities"]) == set(r["elasticities"]) and not any(never["elasticities"].values())
     assert not any(never["derivatives"].values())
     real = api.serve_concurrency  # the command line on the compile above: in float64
-    monkeypatch.setattr(api, "serve_concurrency", lambda sc, n, sensitivity=False: real(sc, n, sensitivity, F64))
+    monkeypatch.setattr(api, "serve_concurrency", lambda sc, n, sensitivity=False, **kw: real(sc, n, sensitivity, F64,
+                                                                                           **kw))
     with pytest.raises(SystemExit) as e:
         main(ARGS + ["--concurrency", "64", "--sensitivity", "--json"])
     out = json.loads(capsys.readouterr().out)
@@ -381,3 +382,23 @@ def test_serve_concurrency_sweep_matches_the_api(tmp_path):
             assert row[key] == pytest.approx(p[key], rel=1e-5, abs=1e-9), key
     with pytest.raises(SpecError, match="give concurrency in"):
         spec.from_text(SPEC.format(extra="", axes="output_len = [128]").replace("output_len = 256\n", ""), "c.toml")
+
+
+def test_closed_loop_reports_tpot_percentiles_over_requests(capsys):
+    """Acceptance that varies by request (docs/model.md §10.1) in the closed loop: each request's TPOT is the
+    iteration over its own tau there too; 100k simulated requests (tests/reference.py) at the kernel's iteration
+    give its percentiles within 1%. (Here because this file compiles the closed loop's program anyway.)"""
+    from specjax.cost.spread import PERCENTILES
+
+    r = api.serve_concurrency(Scenario(**BLOG, acceptance_spread=0.8), [1, 64, 1000])
+    sp = r["acceptance_spread"]
+    for p in r["points"]:
+        assert p["tpot_sd_p99_s"] == pytest.approx(p["tpot_sd_s"] * sp["tpot_factor_p99"], rel=1e-6)
+    sim = ref.request_tpot_simulation(r["points"][1]["itl_sd_s"], (0.7,), 4, 0.8)
+    assert [r["points"][1][f"tpot_sd_p{x:g}_s"] for x in PERCENTILES] == pytest.approx(list(sim["percentiles"]),
+                                                                                       rel=1e-2)
+    with pytest.raises(SystemExit) as e:
+        main(ARGS + ["--acceptance-spread", "0.8", "--concurrency", "1", "--concurrency", "64", "--concurrency",
+                     "1000"])
+    text = capsys.readouterr().out
+    assert e.value.code == 0 and "log-odds spread 0.8 (shift" in text and " p90 sd " in text

@@ -365,3 +365,82 @@ def test_report_counts_a_rate_only_speculation_cannot_sustain_as_a_switch_off(tm
     ok = df.with_columns(pl.lit("ok").alias("status"))
     (_, svg_ok), = report.serving_figures(ok, tmp_path)
     assert "speculation (switch-off" not in svg_ok and "pays at every sustainable rate" in svg_ok
+
+
+# ---- acceptance that varies by request (docs/model.md §10.1; the kernels: tests/test_spread.py) ----------------
+# Here because they run `serve`'s program, which this file compiles anyway (same shapes: two rates, float32).
+
+SERVE_ARGS = ["serve", "--target", "llama-3-70b", "--hardware", "h100-sxm", "--drafter", "model", "--draft",
+              "qwama-0.5b", "--tp", "4", "--draft-tp", "1", "--engine", "vllm", "--input-len", "256", "--output-len",
+              "256", "--qps", "1", "--qps", "12", "--tpot-slo", "0.02"]
+
+
+def test_request_spread_percentiles_against_a_simulation_and_the_means_unchanged():
+    """At serve's own iteration time of each rate, 100k simulated requests (tests/reference.py) give serve's TPOT
+    percentiles within 1% and its mean TPOT; batch, TPOT, E2E and the SLO rate on the mean are those without a
+    spread (a spread changes no mean)."""
+    from specjax.cost.spread import PERCENTILES
+
+    rates = [1.0, 12.0]
+    flat = api.serve(Scenario(**BLOG), rates, tpot_slo=0.02)
+    r = api.serve(Scenario(**BLOG, acceptance_spread=0.8), rates, tpot_slo=0.02)
+    for p, q in zip(r["points"], flat["points"]):
+        for key in ("batch_sd", "tpot_sd_s", "itl_sd_s", "e2e_sd_s", "throughput_sd_tok_s", "batch_base"):
+            assert p[key] == q[key], key
+        sim = ref.request_tpot_simulation(p["itl_sd_s"], (0.7,), 4, 0.8)
+        got = [p[f"tpot_sd_p{x:g}_s"] for x in PERCENTILES]
+        assert got == pytest.approx(list(sim["percentiles"]), rel=1e-2)
+        assert p["tpot_sd_s"] == pytest.approx(sim["mean_tpot"], rel=1e-5)  # float32 kernel
+        assert got[0] < p["tpot_sd_s"] < got[1] < got[2]
+    assert r["slo"] == flat["slo"]
+    assert (r["switch_off_qps"], r["max_qps_sd"]) == (flat["switch_off_qps"], flat["max_qps_sd"])
+    sp = r["acceptance_spread"]
+    assert (sp["kind"], sp["sigma"], sp["samples"]) == ("log_odds", 0.8, None)
+    assert sp["tokens_per_step"] == pytest.approx(r["tokens_per_step"], rel=1e-6)
+
+
+def test_request_spread_zero_is_todays_tpot_exactly():
+    mean = api.serve(Scenario(**BLOG), [1.0, 12.0], tpot_slo=0.02)
+    p99 = api.serve(Scenario(**BLOG, acceptance_spread=0.0), [1.0, 12.0], tpot_slo=0.02, slo_percentile=99)
+    for p, q in zip(p99["points"], mean["points"]):
+        assert p["tpot_sd_p50_s"] == p["tpot_sd_p90_s"] == p["tpot_sd_p99_s"] == p["tpot_sd_s"] == q["tpot_sd_s"]
+    assert p99["slo"]["max_qps_sd"] == mean["slo"]["max_qps_sd"] and p99["slo"]["tpot_percentile"] == 99
+
+
+def test_the_slo_search_meets_the_named_percentile():
+    """With a spread the p90 target binds before the mean one; at the rate found serve's p90 TPOT is the target
+    (the bisection's edge); plain decoding (no spread) keeps its rate."""
+    sc = Scenario(**BLOG, acceptance_spread=1.0)
+    mean = api.serve(sc, [1.0, 12.0], tpot_slo=0.02)["slo"]
+    p90 = api.serve(sc, [1.0, 12.0], tpot_slo=0.02, slo_percentile=90)["slo"]
+    assert p90["max_qps_base"] == mean["max_qps_base"]
+    assert 0 < p90["max_qps_sd"] < mean["max_qps_sd"]
+    at = api.serve(sc, [p90["max_qps_sd"], mean["max_qps_sd"]])["points"]
+    assert at[0]["tpot_sd_p90_s"] == pytest.approx(0.02, rel=1e-4)
+    assert at[1]["tpot_sd_s"] == pytest.approx(0.02, rel=1e-4)
+
+
+def test_request_samples_through_serve(tmp_path, capsys):
+    """The three ingested requests of tests/test_spread.py (tau 1.5, 2, 3 at k = 2): the scenario's accepted
+    length is their harmonic mean 2, its alpha the golden ratio's 0.618034, and serve's TPOT factors the hand
+    values 1, 38/30, 1.326667, in JSON and text."""
+    from test_spread import HAND, ingested_samples
+
+    csv = ingested_samples(tmp_path, capsys)
+    args = SERVE_ARGS + ["--k", "2", "--acceptance-samples", str(csv), "--slo-percentile", "90"]
+    with pytest.raises(SystemExit) as e:
+        main(args + ["--json"])
+    assert e.value.code == 0
+    out = json.loads(capsys.readouterr().out)
+    sp = out["acceptance_spread"]
+    assert (sp["kind"], sp["samples"], sp["samples_file"]) == ("samples", 3, str(csv))
+    assert (sp["tokens_per_step"], sp["mean_accepted_length_over_requests"]) == pytest.approx((2.0, 6.5 / 3), rel=1e-6)
+    assert [sp[f"tpot_factor_p{p}"] for p in (50, 90, 99)] == pytest.approx(HAND, rel=1e-6)
+    assert out["inputs"]["accepted_length"] == 2.0 and out["inputs"]["alpha"] == pytest.approx(0.618034, rel=1e-6)
+    for p in out["points"]:
+        assert p["tpot_sd_p90_s"] == pytest.approx(p["tpot_sd_s"] * 38 / 30, rel=1e-6)
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    text = capsys.readouterr().out
+    assert e.value.code == 0 and "3 per-request samples" in text and "p50/p90/p99 = 1.000/1.267/1.327" in text
+    assert "largest rate with p90 TPOT <= 20 ms" in text and " p99 sd " in text

@@ -102,6 +102,9 @@ def ingest(files: Files,
         mean = sum(r["accepted_length"] * r["verify_steps"] for r in rows) / sum(r["verify_steps"] for r in rows)
         print(f"accepted length per request: p10 {q[10]:.3f}, p50 {q[50]:.3f}, p90 {q[90]:.3f}; over all verify "
               f"passes {mean:.3f}")
+        harmonic = len(taus) / sum(1.0 / t for t in taus)
+        print(f"harmonic mean over requests {harmonic:.3f} (a batch's tokens per step); TPOT percentiles over "
+              f"requests: specjax serve --acceptance-samples {out}")
     else:
         print(f"check the model against them: specjax validate {out}")
 

@@ -271,6 +271,9 @@ class Load:
       plain_max_num_seqs: the plain server's batch cap where the engine's default differs from its
         speculative server's (SGLang: 48 running requests with speculation, its request pool without);
         NaN: the same as `max_num_seqs` (a cap the user gives applies to both).
+      acceptance_spread: sigma, the standard deviation of a request's log-odds of acceptance around the
+        scenario's (docs/model.md §10.1, `cost.spread`); 0: every request accepts alike. Only the TPOT
+        percentiles read it: the means (batch, throughput, mean TPOT) are the scenario's aggregate tau.
     """
 
     qps: float
@@ -280,6 +283,7 @@ class Load:
     chunk_tokens: float = 2048.0
     concurrency: float = 1.0
     plain_max_num_seqs: float = float("nan")
+    acceptance_spread: float = 0.0
 
     @property
     def caps(self):

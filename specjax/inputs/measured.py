@@ -421,7 +421,8 @@ def _decode(rows, dtype, limits):
                     chunk_tokens=arr([m["chunk_tokens"] for m in limits]),
                     concurrency=arr([r.concurrency or Load.concurrency for r in rows]),
                     plain_max_num_seqs=arr([m.get("plain_max_num_seqs", np.nan) if r.max_num_seqs is None else np.nan
-                                            for r, m in zip(rows, limits)]))
+                                            for r, m in zip(rows, limits)]),
+                    acceptance_spread=arr([0.0] * len(rows)))  # a measured row's mean: no percentile is scored
     return Decode(**{k: arr(v) for k, v in cols.items()}, load=load)
 
 

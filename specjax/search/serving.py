@@ -268,10 +268,12 @@ def rate_curve(hw, deploy, target, draft, dec, n_grid=N_GRID, batched=False):
                      qps_low=low, qps_top=top)
 
 
-def max_qps_within(hw, deploy, target, draft, dec, tpot_slo=jnp.inf, ttft_slo=jnp.inf, model=None):
+def max_qps_within(hw, deploy, target, draft, dec, tpot_slo=jnp.inf, ttft_slo=jnp.inf, model=None, tpot_factor=1.0):
     """The largest rate each side sustains with TPOT <= tpot_slo and TTFT <= ttft_slo (seconds; inf: no
     target), as (base, sd); 0 where even a vanishing rate misses a target. Both latencies rise with the
-    rate, so the answer is a bisection in log rate on [capacity / 1e6, capacity]."""
+    rate, so the answer is a bisection in log rate on [capacity / 1e6, capacity]. `tpot_factor` ((2,) or
+    a scalar, per side): the TPOT the target applies to over the mean TPOT, e.g. a percentile over requests
+    (`cost.spread`: every request of a batch shares the iteration, so the factor does not depend on the rate)."""
     dtype = float_dtype(dec.alpha)
     m = model or sides(hw, deploy, target, draft, dec)
     cap = jnp.stack(capacities(hw, deploy, target, draft, dec, m))
@@ -279,7 +281,7 @@ def max_qps_within(hw, deploy, target, draft, dec, tpot_slo=jnp.inf, ttft_slo=jn
 
     def meets(lam):
         s = side(m.t_of, m.tau, m.c_p, dec.load, m.cap, lam, iters)
-        return (s.tpot_s <= tpot_slo) & (s.ttft_s <= ttft_slo) & ~s.saturated & s.fits
+        return (s.tpot_s * tpot_factor <= tpot_slo) & (s.ttft_s <= ttft_slo) & ~s.saturated & s.fits
 
     hi = jnp.log(jnp.maximum(cap, jnp.finfo(dtype).tiny))
     lo = hi - jnp.log(jnp.asarray(1e6, dtype))
