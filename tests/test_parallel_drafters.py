@@ -181,11 +181,14 @@ def test_dflash_config_as_draft(tmp_path):
     (dict(drafter="parallel", draft="pard-llama-3.2-1b", tree_topk=2, tree_tokens=5), "needs a chain drafter"),
     (dict(drafter="parallel", draft="eagle3-qwen3-8b"), "EAGLE head with hidden_size 3072"),
     (dict(drafter="parallel"), "needs a draft model"),
+    # a DFlash block of 10 tokens holds the last verified token and 9 drafts (the Llama drafter's block_size)
+    (dict(drafter="parallel", draft="dflash-llama-3.1-8b", k=10), "k=10; expected 1 <= k <= 9: the DFlash drafter"),
 ])
 def test_bad_input_is_one_line(kw, message):
+    kw = {"k": 3, **kw}
     with pytest.raises(SpecError) as e:
         Scenario(target="llama-3.2-3b" if kw.get("draft") == "eagle3-qwen3-8b" else "llama-3.1-8b",
-                 hardware="h200", k=3, alpha=0.7, **kw).check()
+                 hardware="h200", alpha=0.7, **kw).check()
     assert message in str(e.value) and "\n" not in str(e.value), str(e.value)
 
 

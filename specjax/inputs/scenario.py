@@ -197,6 +197,10 @@ class _Scenario:
             check_layout(draft_arch, self.draft, *layout, self.source, role="draft")
             if kind.check_pair:
                 kind.check_pair(arch, draft_arch)
+            if kind.parallel and draft_arch.block_size and self.k > draft_arch.block_size - 1:
+                raise field_error("k", self.k, f"1 <= k <= {draft_arch.block_size - 1}: the DFlash drafter "
+                                  f"{self.draft!r} fills a block of {draft_arch.block_size} tokens, the first the last "
+                                  "verified one", self.source)
         if kind.check:
             kind.check(arch)
         for a, name in ((arch, self.target), (draft_arch if self.drafter == "model" else None, self.draft)):
