@@ -14,6 +14,7 @@ import polars as pl
 
 from .. import catalogue
 from ..inputs import engines, hardware
+from ..errors import SpecError
 from . import calibrate, validate
 
 MIN_ROWS = 8  # an engine needs this many supported training rows to get a profile of its own
@@ -57,9 +58,14 @@ def fit_engine(rows, name, prior=None, steps=600, dtype=jnp.float32, progress=No
     minority = minority_hardware(rows)
     base = calibrate.fit([r for r in rows if r.hardware not in minority], name=name, holdout_fraction=0.0,
                          steps=steps, dtype=dtype, progress=progress, prior=prior)
-    sections = {h: calibrate.fit([r for r in rows if r.hardware == h], name=f"{name} on {h}", holdout_fraction=0.0,
-                                 steps=steps, dtype=dtype, progress=progress, prior=base.values,
-                                 fields=SECTION_FIELDS) for h in minority}
+    sections = {}
+    for h in minority:  # a GPU whose rows identify no term of their own keeps the engine's values (no section)
+        try:
+            sections[h] = calibrate.fit([r for r in rows if r.hardware == h], name=f"{name} on {h}",
+                                        holdout_fraction=0.0, steps=steps, dtype=dtype, progress=progress,
+                                        prior=base.values, fields=SECTION_FIELDS)
+        except SpecError:
+            continue
     return base, sections
 
 
