@@ -8,7 +8,10 @@ returns `(Hardware, Deployment, target Model, draft Model, Decode)`.
 
 import dataclasses
 import functools
+import operator
+import os
 import pathlib
+import stat
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +28,7 @@ from ..cost.memory import weights_per_gpu
 from ..cost.trees import Decode, Deployment, Load
 
 ACCEPTANCE = ("alpha", "accepted_length", "acceptance_vector", "position_rates")  # give exactly one
+FREE = ("batch", "k", "alpha", "context")  # inputs that can be one Decode leaf and nothing else (`Scenario.free`)
 
 
 def check_layout(arch, name, tp, ep=1, dp_attention=1, source=None, role="target"):
@@ -165,11 +169,33 @@ class _Scenario:
             return float(alpha_from_tree_tokens(tau, as_dt(self.tree_topk), as_dt(self.tree_tokens), as_dt(self.k)))
         return float(alpha_from_tokens(tau, as_dt(self.k)))
 
+    def free(self):
+        """The inputs of `FREE` that, in this scenario, are their `Decode` leaf and nothing else: batch and
+        context always, alpha where it is given as alpha, k unless it is a tree's depth or solves alpha from an
+        accepted length. Two scenarios of one `structure()` build the same pytrees but for these leaves, and
+        pass `check()` alike but for the context (`fits_context`)."""
+        out = ["batch", "context"]
+        if self.alpha is not None:
+            out.append("alpha")
+        if self.tree_topk is None and self.accepted_length is None:
+            out.append("k")
+        return tuple(n for n in FREE if n in out)
+
+    def structure(self):
+        """What a build depends on besides the `free()` leaves: every other field's value, and whether k >= 1
+        (a serving load's scheduler defaults are a speculative server's)."""
+        free = self.free()
+        return free, self.k >= 1, _others(type(self), free)(self)
+
     def build(self, dtype=jnp.float32):
         """Load presets and return `(Hardware, Deployment, target Model, draft Model, Decode)` pytrees.
 
         Cached per (scenario, dtype): validation, memory checks and evaluation share one load."""
         return _build(self, jax.dtypes.canonicalize_dtype(dtype), bool(jax.config.jax_enable_x64), _files(self))
+
+    def files(self):
+        """(path, mtime, size) of every file the scenario names (part of every cache key of a build)."""
+        return _files(self)
 
     def check(self):
         """Load every preset or file the scenario names and check it against the deployment (tensor
@@ -203,9 +229,14 @@ class _Scenario:
                                   "verified one", self.source)
         if kind.check:
             kind.check(arch)
+        self.fits_context(arch, draft_arch)
+        return profile, arch, draft_arch
+
+    def fits_context(self, arch, draft_arch):
+        """The sequence fits the target's positions and a draft model's (the one check of `check` that reads
+        the context, so `api.point` runs it alone for a new context of a checked structure)."""
         for a, name in ((arch, self.target), (draft_arch if self.drafter == "model" else None, self.draft)):
             _fits_context(self, a, name)
-        return profile, arch, draft_arch
 
     def _build(self, dtype):
         kind = drafters.get(self.drafter, self.source)
@@ -244,6 +275,12 @@ def define():
 Scenario = define()
 
 
+@functools.cache
+def _others(cls, free):
+    """A getter of the values of every field of `cls` but `free`, in field order (`Scenario.structure`)."""
+    return operator.attrgetter(*(f.name for f in dataclasses.fields(cls) if f.name not in free))
+
+
 def _in(src):
     return f" in {src}" if src else ""
 
@@ -269,25 +306,24 @@ def _names_known(sc, src):
                                        ("hardware", "hardware", _hardware_slugs, ".toml"),
                                        ("engine", "engine", _engine_slugs, ".toml")):
         name = getattr(sc, field)
-        if name is None or str(name).endswith(suffix) or path_exists(str(name)):
-            continue
-        if str(name) not in slugs():
-            raise unknown_name(kind, name, slugs(), src)
+        if name is None or str(name) in slugs() or str(name).endswith(suffix) or path_exists(str(name)):
+            continue  # a preset name first (a set: no file-system call), then a file
+        raise unknown_name(kind, name, slugs(), src)
 
 
 @functools.cache
 def _model_slugs():
-    return tuple(_models.preset_slugs())
+    return frozenset(_models.preset_slugs())
 
 
 @functools.cache
 def _hardware_slugs():
-    return tuple(_hw.preset_slugs())
+    return frozenset(_hw.preset_slugs())
 
 
 @functools.cache
 def _engine_slugs():
-    return tuple(engines.preset_slugs())
+    return frozenset(engines.preset_slugs())
 
 
 def _one_acceptance(sc, kind, src):
@@ -396,14 +432,22 @@ def _files(scenario):
     is read again."""
     out = []
     for name in (scenario.hardware, scenario.target, scenario.draft, scenario.engine):
-        p = pathlib.Path(str(name)) if name else None
+        if not name:
+            continue
+        p = _path(str(name))
         try:
-            st = p.stat() if p is not None and p.is_file() else None
-        except OSError:  # a name the file system cannot hold is not a file: the loaders say so
-            st = None
-        if st is not None:
-            out.append((str(p), st.st_mtime_ns, st.st_size))
+            st = os.stat(p)
+        except (OSError, ValueError):  # not a file (a preset name), or a name the file system cannot hold
+            continue
+        if stat.S_ISREG(st.st_mode):
+            out.append((p, st.st_mtime_ns, st.st_size))
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=1024)
+def _path(name):
+    """The path a name is read from, as `pathlib` spells it."""
+    return str(pathlib.Path(name))
 
 
 @functools.lru_cache(maxsize=256)
