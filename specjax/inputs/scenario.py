@@ -102,7 +102,9 @@ class _Scenario:
             if value is None and row.default is catalogue.REQUIRED:
                 raise field_error(row.name, value, row.help.split(": ", 1)[-1].rstrip("."), src)
             if value is not None:
-                object.__setattr__(self, row.name, row.check_value(value, src))
+                checked = row.check_value(value, src)
+                if checked is not value:  # normalised (an integer input given as 2.0, a list of rates)
+                    object.__setattr__(self, row.name, checked)
         _names_known(self, src)  # a mistyped name is the first error, before any rule between inputs
         kind = drafters.get(self.drafter, src)
         for rule in (_one_acceptance, _position_rates_fall, _drafter_takes, _tree_shape, _load_lengths):
