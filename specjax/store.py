@@ -406,12 +406,14 @@ class Program:
     def __call__(self, leaves):
         return self.run(*pack_in(leaves, self.layout))
 
-    def run(self, packs, rest):
-        """The outputs of packed inputs (`pack_in`), in the function's output structure."""
+    def run(self, packs, rest, scalars=False):
+        """The outputs of packed inputs (`pack_in`), in the function's output structure: NumPy arrays (with
+        `scalars`, a 0-d output as a NumPy scalar of its dtype, the same value)."""
         import jax
 
         outs = [np.asarray(a) for a in self.exe(packs, rest)]
-        return jax.tree_util.tree_unflatten(self.out_tree, [outs[i][a:b].reshape(shape)
+        return jax.tree_util.tree_unflatten(self.out_tree, [outs[i][a] if scalars and shape == () else
+                                                            outs[i][a:b].reshape(shape)
                                                             for i, a, b, shape in self.out_slices])
 
 
@@ -419,7 +421,8 @@ class Bound:
     """A program with the inputs of one call packed (`Stored.bind`): `slot(*path)` is where a scalar leaf
     sits in the packs (its path in the arguments, e.g. ("dec", "batch")), and `bound([(slot, value), ...])`
     runs the program on a copy of the packs with those leaves written (cast to the leaf's dtype as
-    `np.asarray(value, dtype)` casts): the same program, the same bits as a call with those leaves."""
+    `np.asarray(value, dtype)` casts): the same program, the same bits as a call with those leaves
+    (`scalars`: 0-d outputs as NumPy scalars, `Program.run`)."""
 
     def __init__(self, program, leaves, paths):
         self.program = program
@@ -439,11 +442,11 @@ class Bound:
         """(pack, offset) of the scalar leaf at `path`; KeyError where there is none (not a packed scalar)."""
         return self.slots[path]
 
-    def __call__(self, values=()):
+    def __call__(self, values=(), scalars=False):
         packs = tuple(p.copy() for p in self.packs)
         for (i, at), v in values:
             packs[i][at] = v
-        return self.program.run(packs, self.rest)
+        return self.program.run(packs, self.rest, scalars)
 
 
 def evict(d, max_bytes=None):

@@ -115,3 +115,20 @@ def test_a_bad_value_in_the_loop_raises_the_one_line_error_of_a_fresh_scenario()
         api.point(long)
     assert str(warm.value) == str(cold.value) and "context=200000.0" in str(warm.value) \
         and "max_position_embeddings of llama-3.1-8b" in str(warm.value) and "\n" not in str(warm.value)
+
+
+def test_point_with_values_is_point_of_the_replaced_scenario():
+    """`api.point(sc, batch=..., k=..., alpha=..., context=...)` gives what `api.point(dataclasses.replace(sc,
+    ...))` gives, and refuses what constructing that scenario refuses, with the same message."""
+    tree = FAST["tree, accepted length (k not free)"][0]
+    for sc, v in ((SC, dict(batch=300.0, k=5, alpha=0.81, context=1000.0)), (SC, dict(batch=2.0)),
+                  (SC, dict(k=0, alpha=0.5)), (tree, dict(batch=64.0, k=4, tree_tokens=8)),  # k not free: in full
+                  (FAST["draft model, serving load, k 0 and k >= 1"][0], dict(k=0, batch=3.0))):
+        assert api.point(sc, **v) == api.point(dataclasses.replace(sc, **v)) == _full_build(dataclasses.replace(sc, **v))
+    for bad in (dict(alpha=1.5), dict(batch=2.0, k=-1), dict(context=2e5), dict(k=2, alpha=float("nan")),
+                dict(batch=1.0, tp=3)):
+        with pytest.raises(SpecError) as fast:
+            api.point(SC, **bad)
+        with pytest.raises(SpecError) as full:
+            api.point(dataclasses.replace(SC, **bad))
+        assert str(fast.value) == str(full.value), bad

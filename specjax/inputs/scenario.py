@@ -183,11 +183,15 @@ class _Scenario:
             out.append("k")
         return tuple(n for n in FREE if n in out)
 
-    def structure(self):
+    def structure(self, k=None):
         """What a build depends on besides the `free()` leaves: every other field's value, and whether k >= 1
-        (a serving load's scheduler defaults are a speculative server's)."""
-        free = self.free()
-        return free, self.k >= 1, _others(type(self), free)(self)
+        (a serving load's scheduler defaults are a speculative server's; `k`: this one in place of the
+        scenario's). Computed once per scenario (it is immutable)."""
+        kept = self.__dict__.get("_structure")
+        if kept is None:
+            free = self.free()
+            kept = self.__dict__["_structure"] = (free, _others(type(self), free)(self))
+        return kept[0], (self.k if k is None else k) >= 1, kept[1]
 
     def build(self, dtype=jnp.float32):
         """Load presets and return `(Hardware, Deployment, target Model, draft Model, Decode)` pytrees.
@@ -234,11 +238,12 @@ class _Scenario:
         self.fits_context(arch, draft_arch)
         return profile, arch, draft_arch
 
-    def fits_context(self, arch, draft_arch):
+    def fits_context(self, arch, draft_arch, context=None):
         """The sequence fits the target's positions and a draft model's (the one check of `check` that reads
-        the context, so `api.point` runs it alone for a new context of a checked structure)."""
+        the context, so `api.point` runs it alone for a new context of a checked structure; `context`: this
+        one in place of the scenario's)."""
         for a, name in ((arch, self.target), (draft_arch if self.drafter == "model" else None, self.draft)):
-            _fits_context(self, a, name)
+            _fits_context(self, a, name, context)
 
     def _build(self, dtype):
         kind = drafters.get(self.drafter, self.source)
@@ -287,15 +292,17 @@ def _in(src):
     return f" in {src}" if src else ""
 
 
-def _fits_context(sc, arch, name):
+def _fits_context(sc, arch, name, context=None):
     """The sequence (the context, or a request's prompt and output) fits the model's positions
-    (`Architecture.max_context`: max_position_embeddings, RoPE-scaled), where the config gives them."""
+    (`Architecture.max_context`: max_position_embeddings, RoPE-scaled), where the config gives them;
+    `context`: this one in place of the scenario's."""
     if arch is None or not arch.max_context:
         return
-    field, n = ("input_len", sc.input_len + sc.output_len) if sc.has_load else ("context", sc.context)
+    context = sc.context if context is None else context
+    field, n = ("input_len", sc.input_len + sc.output_len) if sc.has_load else ("context", context)
     if n > arch.max_context:
         what = "input_len + output_len" if sc.has_load else "context"
-        raise field_error(field, getattr(sc, field), f"{what} <= {arch.max_context} tokens, the "
+        raise field_error(field, n if field == "context" else sc.input_len, f"{what} <= {arch.max_context} tokens, the "
                           f"max_position_embeddings of {name} (a longer sequence than the model takes; add its "
                           "rope_scaling to the config if it is served with one)", sc.source)
 
