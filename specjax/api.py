@@ -90,9 +90,9 @@ def point(scenario, dtype=None, **values):
 
     Scenarios of one structure (`Scenario.structure`: they differ only in batch, context, alpha given as
     alpha, or a chain's k) share one compiled program with its inputs packed once: a call writes its own
-    values of those leaves into the packs (`store.Bound`) and checks its context against the models'
-    positions, the one check of `Scenario.check` that reads them; its own fields were checked when it was
-    constructed. The outputs are those of a full build, bit for bit (tests/test_api_points.py)."""
+    values of those leaves into the packs (`store.Bound`) and runs the checks of `Scenario.check` that read
+    them (`Scenario.check_free`: a DFlash drafter's block, the context against the models' positions); its
+    own fields were checked when it was constructed. The outputs are those of a full build, bit for bit (tests/test_api_points.py)."""
     return _point_dict(_point_result(scenario, dtype, values))
 
 
@@ -129,9 +129,9 @@ def _point_result(scenario, dtype=None, values=None):
         _BOUND[key] = found
     bound, slots, free, arch, draft_arch = found
     if values:
-        scenario.fits_context(arch, draft_arch, values.get("context"))
+        scenario.check_free(arch, draft_arch, values.get("k"), values.get("context"))
         return bound(zip(slots, [values[n] if n in values else getattr(scenario, n) for n in free]), scalars=True)
-    scenario.fits_context(arch, draft_arch)
+    scenario.check_free(arch, draft_arch)
     return bound(zip(slots, [getattr(scenario, n) for n in free]), scalars=True)
 
 

@@ -132,3 +132,10 @@ def test_point_with_values_is_point_of_the_replaced_scenario():
         with pytest.raises(SpecError) as full:
             api.point(dataclasses.replace(SC, **bad))
         assert str(fast.value) == str(full.value), bad
+    dflash = Scenario(target="llama-3.1-8b", hardware="h100-sxm", drafter="parallel", draft="dflash-llama-3.1-8b",
+                      k=3, alpha=0.7, batch=8)
+    assert api.point(dflash, k=9) == _full_build(dataclasses.replace(dflash, k=9))  # the block's last draft
+    for call in (lambda: api.point(dflash, k=10), lambda: api.point(dataclasses.replace(dflash, k=10))):
+        with pytest.raises(SpecError) as e:  # the structure is bound: the block is checked without a full build
+            call()
+        assert str(e.value).startswith("k=10; expected 1 <= k <= 9: the DFlash drafter 'dflash-llama-3.1-8b'")

@@ -175,7 +175,7 @@ class _Scenario:
         """The inputs of `FREE` that, in this scenario, are their `Decode` leaf and nothing else: batch and
         context always, alpha where it is given as alpha, k unless it is a tree's depth or solves alpha from an
         accepted length. Two scenarios of one `structure()` build the same pytrees but for these leaves, and
-        pass `check()` alike but for the context (`fits_context`)."""
+        pass `check()` alike but for the checks that read them (`check_free`)."""
         out = ["batch", "context"]
         if self.alpha is not None:
             out.append("alpha")
@@ -229,19 +229,22 @@ class _Scenario:
             check_layout(draft_arch, self.draft, *layout, self.source, role="draft")
             if kind.check_pair:
                 kind.check_pair(arch, draft_arch)
-            if kind.parallel and draft_arch.block_size and self.k > draft_arch.block_size - 1:
-                raise field_error("k", self.k, f"1 <= k <= {draft_arch.block_size - 1}: the DFlash drafter "
-                                  f"{self.draft!r} fills a block of {draft_arch.block_size} tokens, the first the last "
-                                  "verified one", self.source)
         if kind.check:
             kind.check(arch)
-        self.fits_context(arch, draft_arch)
+        self.check_free(arch, draft_arch)
         return profile, arch, draft_arch
 
-    def fits_context(self, arch, draft_arch, context=None):
-        """The sequence fits the target's positions and a draft model's (the one check of `check` that reads
-        the context, so `api.point` runs it alone for a new context of a checked structure; `context`: this
-        one in place of the scenario's)."""
+    def check_free(self, arch, draft_arch, k=None, context=None):
+        """The checks of `check` that read a `free()` input: a DFlash drafter's block holds the last verified
+        token and the k drafts; the sequence fits the models' positions. `api.point` runs these alone for new
+        values of a checked structure (`k`, `context`: these in place of the scenario's), so every check of a
+        build that reads batch, k, alpha or context belongs here, not in `_check`."""
+        k = self.k if k is None else k
+        if draft_arch is not None and drafters.get(self.drafter, self.source).parallel and draft_arch.block_size \
+                and k > draft_arch.block_size - 1:
+            raise field_error("k", k, f"1 <= k <= {draft_arch.block_size - 1}: the DFlash drafter {self.draft!r} "
+                              f"fills a block of {draft_arch.block_size} tokens, the first the last verified one",
+                              self.source)
         for a, name in ((arch, self.target), (draft_arch if self.drafter == "model" else None, self.draft)):
             _fits_context(self, a, name, context)
 
