@@ -6,6 +6,7 @@ point and converts results to plain Python dicts (NaN -> None, statuses -> names
 and JSON.
 """
 
+import dataclasses
 import functools
 import math
 
@@ -13,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import store
+from . import catalogue, store
 from .search import concurrency as _concurrency
 from .search import crossover as _crossover
 from .search import optimize as _optimize
@@ -29,8 +30,11 @@ from .outputs.finite import finite  # the one non-finite policy of every writer 
 def finite_or_none(x):
     """A Python float, or None where it is NaN or infinite (JSON has neither). A float32 value becomes
     the shortest decimal that round-trips in float32 (0.7, not 0.699999988079071)."""
+    if type(x) is np.float32:  # a scalar (`store.Bound` with scalars): the same str as below
+        f = float(str(x))
+        return f if math.isfinite(f) else None
     a = np.asarray(x)
-    f = float(str(a.astype(np.float32))) if a.dtype == np.float32 else float(a)
+    f = float(str(a[()])) if a.dtype == np.float32 else float(a)  # str of the scalar: NumPy's shortest repr
     return f if math.isfinite(f) else None
 
 
@@ -59,7 +63,6 @@ def inputs(scenario):
     catalogue input a scenario carries (`catalogue.ECHO`), with the dtypes the model resolved, alpha as
     solved, the derived GPU count and conditional rates, and with a serving load the scheduler limits
     used (`scheduler_source`: "given" or the engine default they came from)."""
-    from . import catalogue
     from .inputs import models
 
     out = {name: getattr(scenario, name) for name in catalogue.ECHO}
@@ -79,9 +82,61 @@ def inputs(scenario):
     return finite(out)
 
 
-def point(scenario, dtype=None):
-    """Evaluate one `Scenario`; returns a dict with the `Result` fields plus labels."""
-    r = to_python(_step(*scenario.build(*(dtype,) if dtype else ())))
+def point(scenario, dtype=None, **values):
+    """Evaluate one `Scenario`; returns a dict with the `Result` fields plus labels. `values`: some of batch,
+    k, alpha and context in place of the scenario's (`point(sc, batch=64)` answers and refuses exactly as
+    `point(dataclasses.replace(sc, batch=64))`: each value is checked against its catalogue row, and one that
+    is not a free leaf of this scenario, `Scenario.free`, builds that scenario in full).
+
+    Scenarios of one structure (`Scenario.structure`: they differ only in batch, context, alpha given as
+    alpha, or a chain's k) share one compiled program with its inputs packed once: a call writes its own
+    values of those leaves into the packs (`store.Bound`) and runs the checks of `Scenario.check` that read
+    them (`Scenario.check_free`: a DFlash drafter's block, the context against the models' positions); its
+    own fields were checked when it was constructed. The outputs are those of a full build, bit for bit (tests/test_api_points.py)."""
+    return _point_dict(_point_result(scenario, dtype, values))
+
+
+_BOUND = {}  # (structure, dtype, x64, files) -> (Bound, slots of the free leaves, free names, architectures)
+_BOUND_MAX = 256
+
+
+def _point_result(scenario, dtype=None, values=None):
+    """The `Result` of one scenario (NumPy arrays), with `values` (free leaves) in place of its own: through
+    the program bound to its structure, where one is (see `point`), else by a full build (which binds one
+    for the next call)."""
+    if values:
+        free = scenario.structure()[0]
+        if not values.keys() <= set(free):  # not only free leaves: the scenario they make, in full
+            scenario, values = dataclasses.replace(scenario, **values), {}
+        else:  # in catalogue order, as constructing the scenario checks them (the first bad one is named)
+            values = {n: catalogue.INPUTS[n].check_value(values[n], scenario.source) for n in free if n in values}
+    dt = jax.dtypes.canonicalize_dtype(dtype or jnp.float32)
+    key = (scenario.structure(values.get("k") if values else None), dt, bool(jax.config.jax_enable_x64),
+           scenario.files())
+    found = _BOUND.get(key)
+    if found is None:
+        if values:  # a structure not seen yet: bound from the scenario these values make
+            return _point_result(dataclasses.replace(scenario, **values), dtype)
+        trees = scenario.build(dt)
+        _, arch, draft_arch = scenario.check()
+        bound = _step.bind(*trees)
+        if bound is None:  # an argument the store passes to the plain jit: no packs to write into
+            return _step(*trees)
+        free = scenario.free()
+        found = bound, [bound.slot("dec", n) for n in free], free, arch, draft_arch
+        if len(_BOUND) >= _BOUND_MAX:
+            _BOUND.pop(next(iter(_BOUND)))
+        _BOUND[key] = found
+    bound, slots, free, arch, draft_arch = found
+    if values:
+        scenario.check_free(arch, draft_arch, values.get("k"), values.get("context"))
+        return bound(zip(slots, [values[n] if n in values else getattr(scenario, n) for n in free]), scalars=True)
+    scenario.check_free(arch, draft_arch)
+    return bound(zip(slots, [getattr(scenario, n) for n in free]), scalars=True)
+
+
+def _point_dict(result):
+    r = to_python(result)
     r["bound"] = "compute" if r.pop("verify_compute_bound") else "memory"
     r["status"] = Point.decode(int(r["status"]))
     r["feasible"] = bool(r["feasible"])
@@ -429,8 +484,6 @@ def points(scenario, dtype=None, **columns):
 
     Every value is validated as `point` would: each distinct value (or, beyond 64 distinct ones, the
     smallest and largest, and k's integrality everywhere) goes through the scenario's own checks."""
-    import dataclasses
-
     import polars as pl
 
     from .errors import SpecError

@@ -35,6 +35,7 @@ import platform
 import stat
 import tempfile
 import warnings
+import weakref
 
 import numpy as np
 
@@ -46,6 +47,7 @@ RUNTIME_ERRORS = ("JaxRuntimeError", "XlaRuntimeError")  # what a loaded executa
 COUNTS = dict(loaded=0, compiled=0, stored=0, refused=0, damaged=0)
 _dir = None        # the directory in use, or None (off)
 _refused = set()   # directories refused in this process (one warning each)
+_ALL = weakref.WeakSet()  # every entry point (`forget`)
 
 
 def enable(path):
@@ -150,6 +152,7 @@ class Stored:
         bound = getattr(fun, "keywords", {}) or {}
         self.name = f"{base.__module__}.{base.__qualname__}{sorted(bound.items())!r}"
         self.memory = {}
+        _ALL.add(self)
         functools.update_wrapper(self, base)
 
     def split(self, args, kwargs):
@@ -179,17 +182,64 @@ class Stored:
 
     def __call__(self, *args, **kwargs):
         static, dynamic = self.split(args, kwargs)
+        found = self._program(static, dynamic)
+        if found is None:  # an unhashable static value or an argument JAX cannot type (jit will say what)
+            return self.jitted(*args, **kwargs)
+        program, leaves, memo = found
+        try:
+            return program(leaves)
+        except Exception as e:  # noqa: BLE001  (`_runs_again` re-raises all but a stored program's runtime error)
+            return self._runs_again(e, program, static, memo, leaves)(leaves)
+
+    def bind(self, *args, **kwargs):
+        """The compiled program of these arguments with its inputs packed once (`Bound`): calls that change
+        only some scalar leaves write them into the packed arrays and run it, skipping the argument
+        handling and packing of a call (a program loaded from the store runs once here, so that one that
+        cannot run is compiled again now). None where a call would go to the plain jit."""
+        static, dynamic = self.split(args, kwargs)
+        found = self._program(static, dynamic)
+        if found is None:
+            return None
+        program, leaves, memo = found
+        if program.stored is not None:
+            try:
+                program(leaves)
+            except Exception as e:  # noqa: BLE001
+                program = self._runs_again(e, program, static, memo, leaves)
+        paths = [tuple(getattr(k, "name", getattr(k, "key", getattr(k, "idx", k))) for k in path)
+                 for path, _ in _flatten_with_path(dynamic)]
+        return Bound(program, leaves, paths)
+
+    def _runs_again(self, e, program, static, memo, leaves):
+        """The program compiled again where `program`, loaded from the store, raised a runtime error `e` (seen:
+        "Function wrapped_slice not found"): say so once, drop the entry, compile, replace it; else re-raise."""
+        if program.stored is None or type(e).__name__ not in RUNTIME_ERRORS:
+            raise e
+        COUNTS["damaged"] += 1
+        warnings.warn(f"stored executable {program.stored.name} does not run ({type(e).__name__}: "
+                      f"{str(e).splitlines()[0][:200]}); compiling again", UserWarning, stacklevel=3)
+        program.stored.unlink(missing_ok=True)
+        fresh = self._compile(static, memo[1], leaves, program.layout)
+        COUNTS["compiled"] += 1
+        if _dir is not None:
+            self._save(program.stored.name[:-len(SUFFIX)], fresh)
+        self.memory[memo] = fresh
+        return fresh
+
+    def _program(self, static, dynamic):
+        """(program, leaves, in-memory key) of a call: kept in memory, loaded from the store or compiled (and
+        stored); None where the plain jit must run it."""
         try:
             memo, leaves = self.memo(static, dynamic)
             program = self.memory.get(memo)
-        except TypeError:  # an unhashable static value (jit will say what): plain jit
-            return self.jitted(*args, **kwargs)
+        except TypeError:
+            return None
         if program is None:
             layout = in_layout(memo[2])
             try:
                 digest = self.key(memo, leaves, layout)
-            except TypeError:  # an argument JAX cannot type (jit will say what)
-                return self.jitted(*args, **kwargs)
+            except TypeError:
+                return None
             program = self._load(digest, layout) if _dir is not None else None
             if program is None:
                 program = self._compile(static, memo[1], leaves, layout)
@@ -197,23 +247,7 @@ class Stored:
                 if _dir is not None:
                     self._save(digest, program)
             self.memory[memo] = program
-        try:
-            return program(leaves)
-        except Exception as e:  # noqa: BLE001
-            if program.stored is None or type(e).__name__ not in RUNTIME_ERRORS:
-                raise
-            # a stored executable that loads but cannot run (seen: "Function wrapped_slice not found"):
-            # say so once, drop the entry, compile again and replace it
-            COUNTS["damaged"] += 1
-            warnings.warn(f"stored executable {program.stored.name} does not run ({type(e).__name__}: "
-                          f"{str(e).splitlines()[0][:200]}); compiling again", UserWarning, stacklevel=2)
-            program.stored.unlink(missing_ok=True)
-            fresh = self._compile(static, memo[1], leaves, program.layout)
-            COUNTS["compiled"] += 1
-            if _dir is not None:
-                self._save(program.stored.name[:-len(SUFFIX)], fresh)
-            self.memory[memo] = fresh
-            return fresh(leaves)
+        return program, leaves, memo
 
     def _compile(self, static, tree, leaves, layout):
         """Trace, lower and compile `fun` under the packed calling convention (`Program`)."""
@@ -361,19 +395,58 @@ class Program:
         self.exe, self.layout, self.out_tree, self.out_layout = exe, layout, out_tree, out_layout
         self.stored = stored  # the store file it was loaded from (None: compiled in this process)
         self.out_dtypes = sorted({d for d, _ in out_layout})
-
-    def __call__(self, leaves):
-        import jax
-
-        outs = [np.asarray(a) for a in self.exe(*pack_in(leaves, self.layout))]
-        at = [0] * len(outs)
-        flat = []
-        for d, shape in self.out_layout:
+        at = [0] * len(self.out_dtypes)
+        self.out_slices = []  # per output leaf: (output array, start, stop, shape), fixed by the layout
+        for d, shape in out_layout:
             i = self.out_dtypes.index(d)
             n = int(np.prod(shape, dtype=np.int64))
-            flat.append(outs[i][at[i]:at[i] + n].reshape(shape))
+            self.out_slices.append((i, at[i], at[i] + n, shape))
             at[i] += n
-        return jax.tree_util.tree_unflatten(self.out_tree, flat)
+
+    def __call__(self, leaves):
+        return self.run(*pack_in(leaves, self.layout))
+
+    def run(self, packs, rest, scalars=False):
+        """The outputs of packed inputs (`pack_in`), in the function's output structure: NumPy arrays (with
+        `scalars`, a 0-d output as a NumPy scalar of its dtype, the same value)."""
+        import jax
+
+        outs = [np.asarray(a) for a in self.exe(packs, rest)]
+        return jax.tree_util.tree_unflatten(self.out_tree, [outs[i][a] if scalars and shape == () else
+                                                            outs[i][a:b].reshape(shape)
+                                                            for i, a, b, shape in self.out_slices])
+
+
+class Bound:
+    """A program with the inputs of one call packed (`Stored.bind`): `slot(*path)` is where a scalar leaf
+    sits in the packs (its path in the arguments, e.g. ("dec", "batch")), and `bound([(slot, value), ...])`
+    runs the program on a copy of the packs with those leaves written (cast to the leaf's dtype as
+    `np.asarray(value, dtype)` casts): the same program, the same bits as a call with those leaves
+    (`scalars`: 0-d outputs as NumPy scalars, `Program.run`)."""
+
+    def __init__(self, program, leaves, paths):
+        self.program = program
+        self.packs, self.rest = pack_in(leaves, program.layout)
+        dtypes = sorted({spec[0] for spec in program.layout if spec is not None})
+        at = dict.fromkeys(dtypes, 0)
+        self.slots = {}
+        for path, spec in zip(paths, program.layout):
+            if spec is None:
+                continue
+            d, shape = spec
+            if shape == ():
+                self.slots[path] = (dtypes.index(d), at[d])
+            at[d] += int(np.prod(shape, dtype=np.int64))
+
+    def slot(self, *path):
+        """(pack, offset) of the scalar leaf at `path`; KeyError where there is none (not a packed scalar)."""
+        return self.slots[path]
+
+    def __call__(self, values=(), scalars=False):
+        packs = tuple(p.copy() for p in self.packs)
+        for (i, at), v in values:
+            packs[i][at] = v
+        return self.program.run(packs, self.rest, scalars)
 
 
 def evict(d, max_bytes=None):
@@ -394,6 +467,19 @@ def evict(d, max_bytes=None):
             break
         p.unlink(missing_ok=True)
         total -= size
+
+
+def _flatten_with_path(tree):
+    import jax
+
+    return jax.tree_util.tree_flatten_with_path(tree)[0]
+
+
+def forget():
+    """Drop the programs every entry point keeps in memory (the stored files stay): a long run that
+    compiles many shapes (leave-one-source-out folds) releases them with `jax.clear_caches()`."""
+    for s in list(_ALL):
+        s.memory.clear()
 
 
 def jit(fun=None, *, static_argnames=()):

@@ -39,3 +39,103 @@ def test_bad_columns_are_refused(cols, text):
     with pytest.raises(SpecError, match=None) as e:
         api.points(SC, **cols)
     assert text in str(e.value)
+
+
+def _full_build(sc, dtype=None):
+    """`api.point` the long way: a fresh build of the scenario and the packed program called on its leaves."""
+    return api._point_dict(api._step(*sc.build(*(dtype,) if dtype else ())))
+
+
+FAST = {  # structures whose points the loop varies (each goes through the bound program after its first)
+    "eagle chain": (SC, dict(batch=[1.0, 7.0, 300.0, 4096.0], k=[1, 4, 2, 8], alpha=[0.5, 0.73, 0.9, 0.61],
+                              context=[2048.0, 100.0, 32768.0, 0.0])),
+    "tree, accepted length (k not free)": (
+        Scenario(target="llama-3.1-8b", hardware="h100-sxm", drafter="eagle", draft="eagle3-llama-3.1-8b", k=3,
+                 accepted_length=2.6, tree_topk=2, tree_tokens=6, batch=8),
+        dict(batch=[1.0, 64.0, 512.0], context=[512.0, 4096.0, 8192.0])),
+    "draft model, serving load, k 0 and k >= 1": (
+        Scenario(target="qwen3-8b", hardware="h100-sxm", drafter="model", draft="qwen3-0.6b", k=3, alpha=0.7,
+                 input_len=512, output_len=128, batch=4),
+        dict(batch=[1.0, 16.0, 200.0], k=[0, 2, 5], alpha=[0.6, 0.8, 0.95])),
+}
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_point_one_at_a_time_is_bit_identical_to_a_full_build(name):
+    from specjax import store
+
+    base, cols = FAST[name]
+    api.point(base)
+    before = (store.COUNTS["compiled"], len(api._BOUND))
+    n = len(next(iter(cols.values())))
+    for i in range(n):
+        sc = dataclasses.replace(base, **{c: v[i] for c, v in cols.items()})
+        fast = api.point(sc)
+        assert fast == _full_build(sc), (name, i)  # every field, bit for bit (NaN and inf are None in both)
+    # one structure, one program: k crossing 0 (a serving load's scheduler defaults) is a second structure
+    assert store.COUNTS["compiled"] == before[0]
+    assert len(api._BOUND) == before[1] + (1 if "k" in cols and min(cols["k"]) == 0 else 0)
+
+
+def test_point_in_float64_and_after_an_edited_file_is_a_full_build(tmp_path):
+    sc64 = dataclasses.replace(SC, batch=33.0, alpha=0.77)
+    assert api.point(sc64, dtype=np.float64) == _full_build(sc64, np.float64)
+    assert api.point(sc64, dtype=np.float64)["speedup"] != api.point(sc64)["speedup"]  # float64 is not float32
+    import shutil
+    import time
+
+    from specjax.inputs import models
+
+    cfg = tmp_path / "tgt.json"
+    shutil.copy(models.PRESET_DIR / "llama-3.1-8b.json", cfg)
+    own = dataclasses.replace(SC, target=str(cfg))
+    first = api.point(own)
+    assert first == api.point(SC)  # the same config under another name
+    text = cfg.read_text().replace('"num_hidden_layers": 32', '"num_hidden_layers": 40')
+    assert text != cfg.read_text()
+    time.sleep(0.01)
+    cfg.write_text(text)
+    edited = api.point(dataclasses.replace(own, batch=2.0))
+    assert edited == _full_build(dataclasses.replace(own, batch=2.0)) and edited["t_target_s"] > first["t_target_s"]
+
+
+def test_a_bad_value_in_the_loop_raises_the_one_line_error_of_a_fresh_scenario():
+    api.point(SC)  # the structure is bound
+    with pytest.raises(SpecError) as e:
+        api.point(dataclasses.replace(SC, alpha=1.5))
+    assert str(e.value) == "alpha=1.5; expected 0 <= alpha <= 1 (per-token acceptance)"
+    with pytest.raises(SpecError) as e:
+        api.point(dataclasses.replace(SC, batch=0.5))
+    assert str(e.value).startswith("batch=0.5; expected 1 <= batch <= 1e8")
+    long = dataclasses.replace(SC, context=200000.0)  # beyond the model's positions: checked by the bound path too
+    with pytest.raises(SpecError) as warm:
+        api.point(long)
+    api._BOUND.clear()
+    with pytest.raises(SpecError) as cold:
+        api.point(long)
+    assert str(warm.value) == str(cold.value) and "context=200000.0" in str(warm.value) \
+        and "max_position_embeddings of llama-3.1-8b" in str(warm.value) and "\n" not in str(warm.value)
+
+
+def test_point_with_values_is_point_of_the_replaced_scenario():
+    """`api.point(sc, batch=..., k=..., alpha=..., context=...)` gives what `api.point(dataclasses.replace(sc,
+    ...))` gives, and refuses what constructing that scenario refuses, with the same message."""
+    tree = FAST["tree, accepted length (k not free)"][0]
+    for sc, v in ((SC, dict(batch=300.0, k=5, alpha=0.81, context=1000.0)), (SC, dict(batch=2.0)),
+                  (SC, dict(k=0, alpha=0.5)), (tree, dict(batch=64.0, k=4, tree_tokens=8)),  # k not free: in full
+                  (FAST["draft model, serving load, k 0 and k >= 1"][0], dict(k=0, batch=3.0))):
+        assert api.point(sc, **v) == api.point(dataclasses.replace(sc, **v)) == _full_build(dataclasses.replace(sc, **v))
+    for bad in (dict(alpha=1.5), dict(batch=2.0, k=-1), dict(context=2e5), dict(k=2, alpha=float("nan")),
+                dict(batch=1.0, tp=3)):
+        with pytest.raises(SpecError) as fast:
+            api.point(SC, **bad)
+        with pytest.raises(SpecError) as full:
+            api.point(dataclasses.replace(SC, **bad))
+        assert str(fast.value) == str(full.value), bad
+    dflash = Scenario(target="llama-3.1-8b", hardware="h100-sxm", drafter="parallel", draft="dflash-llama-3.1-8b",
+                      k=3, alpha=0.7, batch=8)
+    assert api.point(dflash, k=9) == _full_build(dataclasses.replace(dflash, k=9))  # the block's last draft
+    for call in (lambda: api.point(dflash, k=10), lambda: api.point(dataclasses.replace(dflash, k=10))):
+        with pytest.raises(SpecError) as e:  # the structure is bound: the block is checked without a full build
+            call()
+        assert str(e.value).startswith("k=10; expected 1 <= k <= 9: the DFlash drafter 'dflash-llama-3.1-8b'")

@@ -123,6 +123,30 @@ def test_bad_files(capsys, tmp_path):
     assert code == 2 and "cannot read hardware file" in err and len(err.strip().splitlines()) == 1
 
 
+def test_presets_imports_no_jax_and_lists_the_pytrees_numbers():
+    from specjax.inputs import hardware, models
+
+    code = ("import runpy, sys\nsys.argv = ['specjax', 'presets', '--json']\ntry:\n"
+            "    runpy.run_module('specjax', run_name='__main__', alter_sys=True)\nexcept SystemExit as e:\n"
+            "    assert not e.code, e.code\nprint('imported jax:', sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('jax', 'jaxlib')), file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "imported jax: []" in r.stderr, r.stderr
+    p = json.loads(r.stdout)
+    assert [m["slug"] for m in p["models"]] == models.preset_slugs()
+    for row in p["models"]:  # the counts of the pytrees a build gives (float32 leaves, as before)
+        a = models.load_architecture(row["slug"])
+        m = models.eagle_head(a, a) if a.eagle_version else models.target(a)
+        assert (row["total_params_b"], row["active_params_b"]) == (round(float(m.total_params) / 1e9, 3),
+                                                                   round(float(m.active_params) / 1e9, 3))
+    assert [h["slug"] for h in p["hardware"]] == hardware.preset_slugs()
+    for row in p["hardware"]:
+        h = hardware.load(row["slug"])
+        assert (row["name"], row["bf16_tflops"], row["hbm_tb_s"], row["hbm_gb"], row["dtypes"]) == (
+            h.name, h.flops_per_s.get("bf16", 0) / 1e12, h.hbm_bytes_per_s / 1e12, h.hbm_bytes / 1e9,
+            ",".join(h.flops_per_s))
+
+
 def test_python_dash_m():
     r = subprocess.run([sys.executable, "-m", "specjax", "--help"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "crossover" in r.stdout

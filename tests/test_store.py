@@ -174,3 +174,29 @@ def test_a_loaded_entry_that_does_not_run_is_compiled_again_with_one_warning(tmp
         assert len(list((tmp_path / "exe").glob("*.exe"))) == 1  # replaced, not duplicated
     finally:
         store.enable(old)
+
+
+def test_validate_and_advise_go_through_the_store(tmp_path, capsys):
+    """A warm `validate` (rows per batch, alpha fitted at anchors) and `advise` load every program they run
+    from the store and compile none; the output is the same bytes."""
+    from specjax.cli import main
+
+    rows = (pathlib.Path(__file__).parents[1] / "data" / "measured" / "public.csv").read_text().splitlines()[:16]
+    csv = tmp_path / "rows.csv"
+    csv.write_text("\n".join(rows) + "\n")
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    advise = ["advise", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "eagle", "--draft",
+              "eagle3-llama-3.1-8b", "--alpha", "0.7", "--max-num-seqs", "32", "--k-max", "4", "--json"]
+    for args in (["validate", str(csv), "--json"], advise):
+        runs = []
+        for _ in range(2):
+            store.forget()  # as a new process: no program kept in memory
+            before = dict(store.COUNTS)
+            with pytest.raises(SystemExit) as e:
+                main([*cache, *args])
+            assert e.value.code == 0, capsys.readouterr().err
+            runs.append((capsys.readouterr().out, {k: store.COUNTS[k] - before[k] for k in before}))
+        (cold_out, cold), (warm_out, warm) = runs
+        assert cold["compiled"] >= 1 and cold["stored"] == cold["compiled"], (args[0], cold)
+        assert warm["compiled"] == 0 and warm["loaded"] == cold["compiled"] + cold["loaded"], (args[0], warm)
+        assert warm_out == cold_out

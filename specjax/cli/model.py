@@ -169,23 +169,9 @@ def optimize(model,
 @app.command()
 def presets(as_json: Json = False):
     """List model and hardware presets with their key numbers."""
-    from ..inputs import hardware as _hw
-    from ..inputs import models as _models
+    from ..inputs import listing  # JAX-free: listing the presets imports no kernel
 
-    rows = {"models": [], "hardware": []}
-    for slug in _models.preset_slugs():
-        a = _models.load_architecture(slug)
-        m = _models.eagle_head(a, a) if a.eagle_version else _models.target(a)
-        rows["models"].append(dict(slug=slug, total_params_b=round(float(m.total_params) / 1e9, 3),
-                                   active_params_b=round(float(m.active_params) / 1e9, 3),
-                                   layers=a.n_layers, experts=a.n_experts, top_k=a.top_k,
-                                   weight_dtype=a.weight_dtype, expert_dtype=a.expert_dtype,
-                                   kind="eagle-head" if a.eagle_version else ("moe" if a.n_moe_layers else "dense")))
-    for slug in _hw.preset_slugs():
-        h = _hw.load(slug)
-        rows["hardware"].append(dict(slug=slug, name=h.name, bf16_tflops=h.flops_per_s.get("bf16", 0) / 1e12,
-                                     hbm_tb_s=h.hbm_bytes_per_s / 1e12, hbm_gb=h.hbm_bytes / 1e9,
-                                     dtypes=",".join(h.flops_per_s)))
+    rows = {"models": listing.model_rows(), "hardware": listing.hardware_rows()}
     if as_json:
         print_json(rows)
         return

@@ -57,6 +57,8 @@ class _Status(enum.IntEnum):
     def decode(cls, codes):
         """Names for an int array or scalar of codes (object array, or a str for a scalar). Codes are
         contiguous from 0 (checked below), so the name table is indexed by code."""
+        if isinstance(codes, (int, np.integer)):  # one code: its member's name (the table's entry)
+            return cls(int(codes)).label
         table = np.asarray(cls.names(), dtype=object)
         arr = np.asarray(codes).astype(np.int64)
         return table[arr] if arr.ndim else str(table[arr])

@@ -12,6 +12,7 @@ import dataclasses
 
 import jax.numpy as jnp
 
+from . import params
 from ._pytree import pytree_dataclass, static
 from .acceptance import TREE_MAX_DEPTH
 
@@ -234,14 +235,13 @@ class Model:
 
     @property
     def total_params(self):
-        """All stored weight params (experts, embedding and a resident head included)."""
-        return (self.p_dense + self.p_head * self.head_resident + self.p_stored
-                + self.n_moe_layers * self.n_experts * self.p_expert)
+        """All stored weight params (experts, embedding and a resident head included; `params`)."""
+        return params.total_params(self)
 
     @property
     def active_params(self):
-        """Params read for one token: dense + head + top-r experts per MoE layer (no embedding)."""
-        return self.p_dense + self.p_head + self.n_moe_layers * self.top_k * self.p_expert
+        """Params read for one token: dense + head + top-r experts per MoE layer (no embedding; `params`)."""
+        return params.active_params(self)
 
     def kv_split(self, tp):
         """GPUs a replica's KV cache is split over under tensor parallelism `tp`: min(tp, kv_heads), >= 1."""

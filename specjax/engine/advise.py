@@ -14,12 +14,12 @@ context; `advise_context` builds the batch x context advice on it).
 """
 
 import dataclasses
-import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import store
 from ..cost.speculative import step
 from ..cost.status import Point
 from ..errors import SpecError
@@ -29,7 +29,7 @@ MARGIN = 0.03
 TIE = 1e-3  # relative: a larger k must beat a smaller one by more than this to be chosen
 
 
-@functools.partial(jax.jit, static_argnames=("k_max",))
+@store.jit(static_argnames=("k_max",))
 def _grid(hw, deploy, tgt, draft, dec, contexts, batches, k_max):
     """Speedup at every (context, batch, k) of the grid (NaN where it does not fit): one jitted call, vmapped
     over the three axes."""

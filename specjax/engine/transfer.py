@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import polars as pl
 
-from .. import catalogue
+from .. import catalogue, store
 from ..inputs import engines, hardware
 from ..errors import SpecError
 from . import calibrate, validate
@@ -121,6 +121,7 @@ def leave_one_source_out(rows, steps=600, mode="operator", dtype=jnp.float32, pr
         # executables exhaust the process's memory mappings (vm.max_map_count, 65,530) after about 30 min
         # of a four-file run and LLVM aborts the process ("Unable to allocate section memory")
         jax.clear_caches()
+        store.forget()  # and the programs the store keeps in memory (the stored files stay)
     if not frames:
         raise ValueError("leave-one-source-out needs at least two sources with supported rows")
     df = pl.concat(frames, how="diagonal_relaxed")  # plain step-time rows add their own columns

@@ -30,13 +30,12 @@
   pooled median.
 """
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import polars as pl
 
+from .. import store
 from ..cost._search import bisect
 from ..cost.acceptance import alpha_from_tokens, alpha_from_tree_tokens
 from ..cost.speculative import step
@@ -83,14 +82,14 @@ def load_ratio(h, p, t, d, x, kind, metric):
 STATUS = {"batch": Point, "qps": Serving, "concurrency": Closed}  # the status table of each load kind's codes
 
 
-@jax.jit
+@store.jit
 def predict(hw, deploy, tgt, dr, dec):
     """Speedup and point status for stacked rows (leading axis = row)."""
     r = jax.vmap(step)(hw, deploy, tgt, dr, dec)
     return r.speedup, r.status
 
 
-@functools.partial(jax.jit, static_argnames="kind")
+@store.jit(static_argnames=("kind",))
 def predict_load(hw, deploy, tgt, dr, dec, metric, kind):
     """Ratio and status code (`STATUS[kind]`) for stacked rows of one load kind, "qps" or "concurrency"."""
     return jax.vmap(lambda *a: load_ratio(*a[:5], kind, a[5]))(hw, deploy, tgt, dr, dec, metric)
@@ -122,7 +121,7 @@ def matching_alpha(h, p, t, d, x, s_meas, iters=50, kind=None, metric=None):
     return jnp.where(inside, a0 - res / jnp.where(inside, slope, 1.0), a0)
 
 
-@functools.partial(jax.jit, static_argnames="kind")
+@store.jit(static_argnames=("kind",))
 def fit_alpha(hw, deploy, tgt, dr, dec, target_speedup, metric=None, kind=None):
     """Per stacked row: the alpha that makes the model match `target_speedup` there (rows at load `kind`,
     "qps" or "concurrency": matched on the ratio their `metric` code names, one per row)."""
@@ -156,8 +155,16 @@ def known_alpha(rows, dtype=jnp.float32):
     return alpha, source
 
 
-_alphas = jax.jit(jax.vmap(alpha_from_tokens))
-_tree_alphas = jax.jit(jax.vmap(alpha_from_tree_tokens))
+@store.jit
+def _alphas(tau, k):
+    """alpha of each chain row from its accepted length (vmapped)."""
+    return jax.vmap(alpha_from_tokens)(tau, k)
+
+
+@store.jit
+def _tree_alphas(tau, topk, tokens, k):
+    """alpha of each tree row from its accepted length through the tree estimate (vmapped)."""
+    return jax.vmap(alpha_from_tree_tokens)(tau, topk, tokens, k)
 
 
 def anchors(rows, known):
@@ -307,7 +314,7 @@ def plain_codes(rows, dtype):
             jnp.asarray([METRIC_CODES.index(r.metric) for r in rows]))
 
 
-@jax.jit
+@store.jit
 def predict_plain(hw, deploy, tgt, dr, dec, kind, n, metric):
     """`plain_metric` for stacked rows (leading axis = row)."""
     return jax.vmap(plain_metric)(hw, deploy, tgt, dr, dec, kind, n, metric)

@@ -24,7 +24,7 @@ from ..cost.trees import Hardware
 
 __all__ = ["Hardware", "HardwareProfile", "load", "preset_slugs", "profile_from_dict", "RATES"]
 
-PRESET_DIR = pathlib.Path(__file__).parents[1] / "presets" / "hardware"
+PRESET_DIR = pathlib.Path(__file__).parents[1] / "presets" / "hardware"  # `listing.HARDWARE_DIR`
 DEFAULT_LINK_LATENCY_S = 5e-6  # per all-reduce when a file gives none (not in the hardware sources)
 
 

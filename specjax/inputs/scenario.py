@@ -8,7 +8,10 @@ returns `(Hardware, Deployment, target Model, draft Model, Decode)`.
 
 import dataclasses
 import functools
+import operator
+import os
 import pathlib
+import stat
 
 import jax
 import jax.numpy as jnp
@@ -25,6 +28,7 @@ from ..cost.memory import weights_per_gpu
 from ..cost.trees import Decode, Deployment, Load
 
 ACCEPTANCE = ("alpha", "accepted_length", "acceptance_vector", "position_rates")  # give exactly one
+FREE = ("batch", "k", "alpha", "context")  # inputs that can be one Decode leaf and nothing else (`Scenario.free`)
 
 
 def check_layout(arch, name, tp, ep=1, dp_attention=1, source=None, role="target"):
@@ -98,7 +102,9 @@ class _Scenario:
             if value is None and row.default is catalogue.REQUIRED:
                 raise field_error(row.name, value, row.help.split(": ", 1)[-1].rstrip("."), src)
             if value is not None:
-                object.__setattr__(self, row.name, row.check_value(value, src))
+                checked = row.check_value(value, src)
+                if checked is not value:  # normalised (an integer input given as 2.0, a list of rates)
+                    object.__setattr__(self, row.name, checked)
         _names_known(self, src)  # a mistyped name is the first error, before any rule between inputs
         kind = drafters.get(self.drafter, src)
         for rule in (_one_acceptance, _position_rates_fall, _drafter_takes, _tree_shape, _load_lengths):
@@ -165,11 +171,37 @@ class _Scenario:
             return float(alpha_from_tree_tokens(tau, as_dt(self.tree_topk), as_dt(self.tree_tokens), as_dt(self.k)))
         return float(alpha_from_tokens(tau, as_dt(self.k)))
 
+    def free(self):
+        """The inputs of `FREE` that, in this scenario, are their `Decode` leaf and nothing else: batch and
+        context always, alpha where it is given as alpha, k unless it is a tree's depth or solves alpha from an
+        accepted length. Two scenarios of one `structure()` build the same pytrees but for these leaves, and
+        pass `check()` alike but for the checks that read them (`check_free`)."""
+        out = ["batch", "context"]
+        if self.alpha is not None:
+            out.append("alpha")
+        if self.tree_topk is None and self.accepted_length is None:
+            out.append("k")
+        return tuple(n for n in FREE if n in out)
+
+    def structure(self, k=None):
+        """What a build depends on besides the `free()` leaves: every other field's value, and whether k >= 1
+        (a serving load's scheduler defaults are a speculative server's; `k`: this one in place of the
+        scenario's). Computed once per scenario (it is immutable)."""
+        kept = self.__dict__.get("_structure")
+        if kept is None:
+            free = self.free()
+            kept = self.__dict__["_structure"] = (free, _others(type(self), free)(self))
+        return kept[0], (self.k if k is None else k) >= 1, kept[1]
+
     def build(self, dtype=jnp.float32):
         """Load presets and return `(Hardware, Deployment, target Model, draft Model, Decode)` pytrees.
 
         Cached per (scenario, dtype): validation, memory checks and evaluation share one load."""
         return _build(self, jax.dtypes.canonicalize_dtype(dtype), bool(jax.config.jax_enable_x64), _files(self))
+
+    def files(self):
+        """(path, mtime, size) of every file the scenario names (part of every cache key of a build)."""
+        return _files(self)
 
     def check(self):
         """Load every preset or file the scenario names and check it against the deployment (tensor
@@ -197,15 +229,24 @@ class _Scenario:
             check_layout(draft_arch, self.draft, *layout, self.source, role="draft")
             if kind.check_pair:
                 kind.check_pair(arch, draft_arch)
-            if kind.parallel and draft_arch.block_size and self.k > draft_arch.block_size - 1:
-                raise field_error("k", self.k, f"1 <= k <= {draft_arch.block_size - 1}: the DFlash drafter "
-                                  f"{self.draft!r} fills a block of {draft_arch.block_size} tokens, the first the last "
-                                  "verified one", self.source)
         if kind.check:
             kind.check(arch)
-        for a, name in ((arch, self.target), (draft_arch if self.drafter == "model" else None, self.draft)):
-            _fits_context(self, a, name)
+        self.check_free(arch, draft_arch)
         return profile, arch, draft_arch
+
+    def check_free(self, arch, draft_arch, k=None, context=None):
+        """The checks of `check` that read a `free()` input: a DFlash drafter's block holds the last verified
+        token and the k drafts; the sequence fits the models' positions. `api.point` runs these alone for new
+        values of a checked structure (`k`, `context`: these in place of the scenario's), so every check of a
+        build that reads batch, k, alpha or context belongs here, not in `_check`."""
+        k = self.k if k is None else k
+        if draft_arch is not None and drafters.get(self.drafter, self.source).parallel and draft_arch.block_size \
+                and k > draft_arch.block_size - 1:
+            raise field_error("k", k, f"1 <= k <= {draft_arch.block_size - 1}: the DFlash drafter {self.draft!r} "
+                              f"fills a block of {draft_arch.block_size} tokens, the first the last verified one",
+                              self.source)
+        for a, name in ((arch, self.target), (draft_arch if self.drafter == "model" else None, self.draft)):
+            _fits_context(self, a, name, context)
 
     def _build(self, dtype):
         kind = drafters.get(self.drafter, self.source)
@@ -244,19 +285,27 @@ def define():
 Scenario = define()
 
 
+@functools.cache
+def _others(cls, free):
+    """A getter of the values of every field of `cls` but `free`, in field order (`Scenario.structure`)."""
+    return operator.attrgetter(*(f.name for f in dataclasses.fields(cls) if f.name not in free))
+
+
 def _in(src):
     return f" in {src}" if src else ""
 
 
-def _fits_context(sc, arch, name):
+def _fits_context(sc, arch, name, context=None):
     """The sequence (the context, or a request's prompt and output) fits the model's positions
-    (`Architecture.max_context`: max_position_embeddings, RoPE-scaled), where the config gives them."""
+    (`Architecture.max_context`: max_position_embeddings, RoPE-scaled), where the config gives them;
+    `context`: this one in place of the scenario's."""
     if arch is None or not arch.max_context:
         return
-    field, n = ("input_len", sc.input_len + sc.output_len) if sc.has_load else ("context", sc.context)
+    context = sc.context if context is None else context
+    field, n = ("input_len", sc.input_len + sc.output_len) if sc.has_load else ("context", context)
     if n > arch.max_context:
         what = "input_len + output_len" if sc.has_load else "context"
-        raise field_error(field, getattr(sc, field), f"{what} <= {arch.max_context} tokens, the "
+        raise field_error(field, n if field == "context" else sc.input_len, f"{what} <= {arch.max_context} tokens, the "
                           f"max_position_embeddings of {name} (a longer sequence than the model takes; add its "
                           "rope_scaling to the config if it is served with one)", sc.source)
 
@@ -269,25 +318,24 @@ def _names_known(sc, src):
                                        ("hardware", "hardware", _hardware_slugs, ".toml"),
                                        ("engine", "engine", _engine_slugs, ".toml")):
         name = getattr(sc, field)
-        if name is None or str(name).endswith(suffix) or path_exists(str(name)):
-            continue
-        if str(name) not in slugs():
-            raise unknown_name(kind, name, slugs(), src)
+        if name is None or str(name) in slugs() or str(name).endswith(suffix) or path_exists(str(name)):
+            continue  # a preset name first (a set: no file-system call), then a file
+        raise unknown_name(kind, name, slugs(), src)
 
 
 @functools.cache
 def _model_slugs():
-    return tuple(_models.preset_slugs())
+    return frozenset(_models.preset_slugs())
 
 
 @functools.cache
 def _hardware_slugs():
-    return tuple(_hw.preset_slugs())
+    return frozenset(_hw.preset_slugs())
 
 
 @functools.cache
 def _engine_slugs():
-    return tuple(engines.preset_slugs())
+    return frozenset(engines.preset_slugs())
 
 
 def _one_acceptance(sc, kind, src):
@@ -396,14 +444,22 @@ def _files(scenario):
     is read again."""
     out = []
     for name in (scenario.hardware, scenario.target, scenario.draft, scenario.engine):
-        p = pathlib.Path(str(name)) if name else None
+        if not name:
+            continue
+        p = _path(str(name))
         try:
-            st = p.stat() if p is not None and p.is_file() else None
-        except OSError:  # a name the file system cannot hold is not a file: the loaders say so
-            st = None
-        if st is not None:
-            out.append((str(p), st.st_mtime_ns, st.st_size))
+            st = os.stat(p)
+        except (OSError, ValueError):  # not a file (a preset name), or a name the file system cannot hold
+            continue
+        if stat.S_ISREG(st.st_mode):
+            out.append((p, st.st_mtime_ns, st.st_size))
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=1024)
+def _path(name):
+    """The path a name is read from, as `pathlib` spells it."""
+    return str(pathlib.Path(name))
 
 
 @functools.lru_cache(maxsize=256)
