@@ -20,7 +20,8 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from ..cost._search import sign_changes
+from ..cost import lanes
+from ..cost._search import no_gradient, sign_changes
 from ..cost.precision import float_dtype
 from ..cost.speculative import step
 from ..cost.status import Curve, code
@@ -69,7 +70,7 @@ class Below(NamedTuple):
 def below(samples_below):
     """`Below` of a sampled curve: `samples_below` (bool, in order of batch or rate) says where S < 1."""
     b = jnp.asarray(samples_below)
-    return Below(below_first=b[0], below_last=b[-1], any_below=b.any(), all_below=b.all())
+    return Below(below_first=b[0], below_last=b[-1], any_below=lanes.any_(b), all_below=lanes.all_(b))
 
 
 def curve_status(c):
@@ -89,8 +90,17 @@ def unless_unfit(status, cap_sd):
                      jnp.where(cap_sd >= 1.0, status, code(Curve.SD_DOES_NOT_FIT)))
 
 
+_GUARD = no_gradient("crossover.find", "specjax.search.sensitivity.crossover_sensitivity (api.sensitivity, "
+                     "`specjax sensitivity`): dB_off/dinput by the implicit function theorem")
+
+
 def find(hw, deploy, target, draft, dec, batch_max=65536.0, n_grid=N_GRID, n_bisect=None, max_dips=0):
     """Search S(B) on [1, batch_max]. `dec.batch` is ignored.
+
+    Not differentiable: B_off is located by comparisons (a sign test per sample, bisection), so a
+    gradient through this function would be a silent zero; `jax.grad` (or any derivative) of it raises
+    `errors.NotDifferentiable` naming `sensitivity.crossover_sensitivity`, which gives dB_off/dinput by the
+    implicit function theorem.
 
     Args:
       hw, deploy, target, draft, dec: as in `speculative.step`.
@@ -101,6 +111,7 @@ def find(hw, deploy, target, draft, dec, batch_max=65536.0, n_grid=N_GRID, n_bis
     Returns:
       `Crossover`.
     """
+    hw, deploy, target, draft, dec = _GUARD((hw, deploy, target, draft, dec))
     dtype = float_dtype(dec.alpha)
     n_bisect = n_bisect or bisect_steps(dtype)
     c = sign_changes(lambda b: step(hw, deploy, target, draft, dec.replace(batch=b)), lambda r: r.speedup - 1.0,
