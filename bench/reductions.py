@@ -10,8 +10,13 @@ batch points for `crossover`, the batch axis for `max_speedup`, k_max for `best_
 limit, the optax iterations) are its own cost and are not counted. Every kernel is the sweep's chunk
 kernel (`engine.sweep_kernel`), compiled once, timed best of `--repeats` on one chunk.
 
-Also printed: the step kernel of `throughput.py` (random batch, k, alpha, context; efficiencies fixed) for
-reference, and the evaluations per row each reduction makes (read off its code, see `EVALS`).
+Shares are printed by wall time and, in brackets, by this process's CPU time (all its threads): on a
+machine shared with other jobs the second moves less, and a kernel that keeps fewer cores busy than the
+bare one (a loop whose trip count differs per device) shows as a lower wall share than CPU share.
+
+The bare kernel is the `throughput.py` step kernel (random batch, k, alpha, context) on the reductions'
+pair (big.toml's MoE pair on the H200); `step_grid` is the same points gathered from the grid as a sweep
+point is, and `big_grid` big.toml's own grid (efficiencies per point), for `big`.
 
 Usage: python bench/reductions.py [--rows N] [--repeats N] [--only crossover,max_speedup,...]
 The last line printed is one JSON object.
@@ -19,8 +24,9 @@ The last line printed is one JSON object.
 
 import argparse
 import json
+import time
 
-from common import ROOT, best_of  # noqa: E402,F401  (first: sets XLA_FLAGS before jax)
+from common import ROOT  # noqa: E402,F401  (first: sets XLA_FLAGS before jax)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -37,7 +43,7 @@ BIG = (ROOT / "sweeps" / "big.toml").read_text()
 # varies batch, k, alpha and context over one hardware, as the bare step kernel does
 HEAD = BIG[:BIG.index("[[pairs]]")].replace('hardware = ["h100-sxm", "h200"]', 'hardware = ["h200"]') + \
     BIG[BIG.rindex("[[pairs]]"):BIG.index("[axes]")]
-AXES = BIG[BIG.index("[axes]"):BIG.index("hbm_efficiency")]
+AXES = BIG[BIG.index("[axes]"):BIG.index("hbm_efficiency")].replace("num = 68", "num = 256")  # 32,768 rows
 BATCH96 = 'batch = { start = 1, stop = 65536, num = 96, scale = "log" }\n'
 AT_B = AXES.replace("k = [1, 2, 3, 4, 5, 6, 7, 8]\n", 'batch = { start = 1, stop = 4096, num = 32, scale = "log" }\n')
 SERVE_HEAD = (ROOT / "sweeps" / "serving.toml").read_text().split("[axes]")[0]
@@ -56,6 +62,17 @@ SPECS = {
               '[reduce]\nkind = "serve"\n', "sweeps/serving.toml's pair: both sides' fixed points"),
     "big": (BIG, "sweeps/big.toml itself (rows also vary the two efficiency fractions; first chip and pair)"),
 }
+def timed(fn, repeats):
+    """(shortest wall time, shortest CPU time of this process) of `repeats` calls, in seconds. On a machine
+    shared with other jobs the CPU time (all of this process's threads) moves less than the wall time."""
+    wall = cpu = float("inf")
+    for _ in range(repeats):
+        t0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        wall, cpu = min(wall, time.perf_counter() - t0), min(cpu, time.process_time() - c0)
+    return wall, cpu
+
+
 BARE_FOR = {"crossover": "step", "max_speedup": "step", "best_k_brute": "step", "best_k_optax": "step",
             "serve": "step_serve", "big": "big_grid"}
 
@@ -70,7 +87,8 @@ def chunk_rate(s, rows, repeats):
     args = (jnp.asarray(0, idx), jnp.asarray(s.rows_per_combo, idx), *sweep.inputs(s, 0))
     run = lambda: jax.block_until_ready(kern(*args))  # noqa: E731
     run()
-    return chunk / best_of(run, repeats), chunk
+    wall, cpu = timed(run, repeats)
+    return chunk / wall, chunk / cpu, chunk
 
 
 def bare_rate(s, points, repeats):
@@ -98,7 +116,8 @@ def bare_rate(s, points, repeats):
     start = jnp.asarray(0, idx)
     run = lambda: k(start).block_until_ready()  # noqa: E731
     run()
-    return n / best_of(run, repeats)
+    wall, cpu = timed(run, repeats)
+    return n / wall, n / cpu
 
 
 def throughput_rate(s, points, repeats):
@@ -116,7 +135,8 @@ def throughput_rate(s, points, repeats):
                 out_shardings=sharding)
     run = lambda: k(*args).block_until_ready()  # noqa: E731
     run()
-    return n / best_of(run, repeats)
+    wall, cpu = timed(run, repeats)
+    return n / wall, n / cpu
 
 
 def main():
@@ -141,20 +161,22 @@ def main():
     if "big" in wanted:
         s = _spec.from_text(BIG[:BIG.index("[reduce]")] + BATCH96 + none, "big_grid.toml")
         bare["big_grid"] = bare_rate(s, args.points, args.repeats)
-    print(f"{jax.default_backend()}, {len(jax.local_devices())} device(s), jax {jax.__version__}")
-    for name, r in bare.items():
-        print(f"{name:<18} {r:14,.0f} step evaluations/s")
-    result = dict(bare=bare, reductions={}, backend=jax.default_backend(), devices=len(jax.local_devices()))
+    print(f"{jax.default_backend()}, {len(jax.local_devices())} device(s), jax {jax.__version__}; shares by wall time "
+          "(by this process's CPU time in brackets)")
+    for name, (r, rc) in bare.items():
+        print(f"{name:<18} {r:14,.0f} step evaluations/s   [{rc:14,.0f} per CPU-second]")
+    result = dict(bare={k: v[0] for k, v in bare.items()}, bare_cpu={k: v[1] for k, v in bare.items()},
+                  reductions={}, backend=jax.default_backend(), devices=len(jax.local_devices()))
     for name in wanted:
         s = specs[name]
         per_row = reductions.get(s.reduce).per_row(s)
-        rows_per_s, rows = chunk_rate(s, args.rows, args.repeats)
+        rows_per_s, rows_per_cpu_s, rows = chunk_rate(s, args.rows, args.repeats)
         evals = rows_per_s * per_row
-        share = evals / bare[BARE_FOR[name]]
+        share, cpu_share = evals / bare[BARE_FOR[name]][0], rows_per_cpu_s * per_row / bare[BARE_FOR[name]][1]
         print(f"{name:<18} {rows_per_s:12,.0f} rows/s x {per_row:4d} = {evals:14,.0f} evaluations/s = "
-              f"{share:5.2f} of bare   ({rows:,} rows; {SPECS[name][1]})")
+              f"{share:5.2f} [{cpu_share:5.2f}] of bare   ({rows:,} rows; {SPECS[name][1]})")
         result["reductions"][name] = dict(rows_per_s=rows_per_s, per_row=per_row, evaluations_per_s=evals,
-                                          share_of_bare=share)
+                                          share_of_bare=share, cpu_share_of_bare=cpu_share)
     print(json.dumps(result))
 
 

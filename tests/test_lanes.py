@@ -1,7 +1,8 @@
 """`cost.lanes` (reductions along a short axis as elementwise trees) gives exactly what the `jnp` function
-it replaces gives: ties, NaNs, all-False, index dtype; and the sweep form of the curve search
-(`sign_changes(batched=False)`: trees, loops carrying their index, early stops) gives bit-identical numbers
-to the one-curve form, vmapped in float32 over rows with dips, bumps, no crossing and invalid inputs."""
+it replaces gives: ties, NaNs, all-False, index dtype; the sweep form of the curve search
+(`sign_changes(batched=False)`, sequential loops) gives bit-identical numbers to the one-curve form
+(vmapped loops), vmapped in float32 over rows with dips, no crossing and invalid inputs; and a derivative
+through a search raises `NotDifferentiable` naming what to use instead."""
 
 import jax
 import jax.numpy as jnp

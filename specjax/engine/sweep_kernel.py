@@ -65,14 +65,6 @@ def chunk_kernel(chunk, n_devices, cfg):
     def run_chunk(start, total, values, hw, deploy, target, draft, dec):
         flat = start + jnp.arange(chunk, dtype=start.dtype)
         flat = jax.lax.with_sharding_constraint(jnp.minimum(flat, total - 1), sharding)
-
-        # Each device evaluates its rows as a program of its own (`shard_map`): a search loop that stops
-        # when its rows are done (`cost._search`) then stops per device, with no all-reduce per iteration.
-        def rows(flat, values, hw, deploy, target, draft, dec):
-            return jax.vmap(lambda f: point(f, values, hw, deploy, target, draft, dec, cfg))(flat)
-
-        rest = (values, hw, deploy, target, draft, dec)
-        return jax.shard_map(rows, mesh=sharding.mesh, in_specs=(PartitionSpec("points"),) + (PartitionSpec(),) * 6,
-                             out_specs=PartitionSpec("points"), check_vma=False)(flat, *rest)
+        return jax.vmap(lambda f: point(f, values, hw, deploy, target, draft, dec, cfg))(flat)
 
     return jax.jit(run_chunk, out_shardings=sharding)

@@ -20,7 +20,6 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from ..cost import lanes
 from ..cost._search import no_gradient, sign_changes
 from ..cost.precision import float_dtype
 from ..cost.speculative import step
@@ -70,7 +69,7 @@ class Below(NamedTuple):
 def below(samples_below):
     """`Below` of a sampled curve: `samples_below` (bool, in order of batch or rate) says where S < 1."""
     b = jnp.asarray(samples_below)
-    return Below(below_first=b[0], below_last=b[-1], any_below=lanes.any_(b), all_below=lanes.all_(b))
+    return Below(below_first=b[0], below_last=b[-1], any_below=b.any(), all_below=b.all())
 
 
 def curve_status(c):

@@ -148,11 +148,11 @@ def _max_speedup(hw, deploy, tgt, draft, dec, invalid, values, cfg):
     rs = jax.vmap(lambda b: step(hw, deploy, tgt, draft, dec.replace(batch=b)))(batches)
     feasible = rs.status == int(Point.OK)
     s_feas = jnp.where(feasible, rs.speedup, -jnp.inf)
-    # elementwise trees over the batch points, not `argmax`, `any` and gathers (`cost.lanes`)
+    # elementwise trees over the batch points, not `argmax` and `any` (`cost.lanes`)
     i_all, i_feas, any_feasible = lanes.argmax(rs.speedup), lanes.argmax(s_feas), lanes.any_(feasible)
-    out = masked(invalid, max_speedup=lanes.take(rs.speedup, i_all), batch_at_max_speedup=lanes.take(batches, i_all))
-    out.update(masked(invalid | ~any_feasible, max_speedup_feasible=lanes.take(s_feas, i_feas),
-                      batch_at_max_speedup_feasible=lanes.take(batches, i_feas)))
+    out = masked(invalid, max_speedup=rs.speedup[i_all], batch_at_max_speedup=batches[i_all])
+    out.update(masked(invalid | ~any_feasible, max_speedup_feasible=s_feas[i_feas],
+                      batch_at_max_speedup_feasible=batches[i_feas]))
     status = invalid_or(invalid, jnp.where(any_feasible, code(Point.OK), rs.status[0]), Point)
     return out, status, ~invalid & any_feasible
 
