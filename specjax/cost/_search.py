@@ -8,33 +8,13 @@ one grid step leaves a discrete local minimum (maximum) on the grid beside it, a
 is located by golden-section search over the two neighbouring steps and sampled too, so it is not
 missed; every sign change of the samples is then refined by bisection in log x. No derivatives, no
 sort and no scatter: on a vmapped CPU sweep each of those costs more than the whole search.
-Searches are not differentiable (`no_gradient`): use the implicit-function derivatives of `sensitivity`.
+Searches are not differentiable (`search.nograd`): use the implicit-function derivatives of `sensitivity`.
 """
 
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-
-
-def no_gradient(entry, instead):
-    """An identity on a pytree of inputs that raises `errors.NotDifferentiable` (naming `entry` and what to
-    use `instead`) when a derivative is taken through it (`jax.grad`, `jax.jvp`, `jax.jacfwd`, ...; the rule
-    runs while the derivative is traced, so nothing is computed). A search locates its answer with
-    comparisons, loops and index trees: differentiated as code it would give 0 (or fail deep inside a loop)
-    instead of the implicit-function derivative. Evaluation, `jit` and `vmap` are unaffected."""
-    @jax.custom_jvp
-    def identity(tree):
-        return tree
-
-    @identity.defjvp
-    def _raise(primals, tangents):
-        from ..errors import NotDifferentiable
-
-        raise NotDifferentiable(f"{entry} is a search and has no derivative (its answer is located by "
-                                f"comparisons); use {instead}")
-
-    return identity
 
 
 def bisect(is_low, lo, hi, iters):

@@ -20,10 +20,11 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from ..cost._search import no_gradient, sign_changes
+from ..cost._search import sign_changes
 from ..cost.precision import float_dtype
 from ..cost.speculative import step
 from ..cost.status import Curve, code
+from .nograd import no_gradient
 
 N_GRID = 96        # log-grid points on [1, batch bound] (default)
 N_REFINE = 2       # discrete local extrema refined (dips narrower than a grid step found per curve)

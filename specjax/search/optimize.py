@@ -15,9 +15,10 @@ import jax
 import jax.numpy as jnp
 
 from ..cost import lanes
-from ..cost._search import no_gradient, sign_changes
+from ..cost._search import sign_changes
 from ..cost.acceptance import max_tree_tokens
 from .crossover import bisect_steps
+from .nograd import no_gradient
 from ..cost.precision import float_dtype
 from ..cost.speculative import step
 
