@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One prepared GPU run (under five minutes): every benchmark on the accelerator, one JSON line each at
+# One prepared GPU run (under six minutes): every benchmark on the accelerator, one JSON line each at
 # the end (the lines each script ends with). On the lent H200 (device tool) JAX with CUDA is installed
 # but polars and filelock may not be: carry their wheels in .whl/ (see bench/README.md); this script
 # installs them to /tmp/site first. The compilation cache is off here (a fresh machine each time).
@@ -23,8 +23,9 @@ run sweep_e2e 70 python3 bench/sweep_e2e.py
 run autodiff 40 python3 bench/autodiff.py --points 4194304
 run kernels 45 python3 bench/kernels.py --points 67108864 --numpy-points 2000000
 run serving 50 python3 bench/serving.py --points 16777216 --curves 65536
+run reductions 60 python3 bench/reductions.py --rows 262144 --points 67108864 --repeats 3
 echo "== JSON (one line per benchmark)"
-for name in throughput sweep_e2e autodiff kernels serving; do
+for name in throughput sweep_e2e autodiff kernels serving reductions; do
   line=$(tail -n 1 "$out/$name.log" 2>/dev/null || true)
   case "$line" in "{"*) echo "{\"benchmark\": \"$name\", \"result\": $line}" ;; *) echo "{\"benchmark\": \"$name\", \"result\": null}" ;; esac
 done

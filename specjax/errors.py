@@ -7,6 +7,11 @@ class SpecError(ValueError):
     """Invalid user input (CLI flag, spec file, config, CSV). Message is one line."""
 
 
+class NotDifferentiable(SpecError):
+    """A gradient taken through a search (crossover, k*): its answer is located by comparisons, so the
+    chain rule through it would be a silent zero. Message is one line and names what to use instead."""
+
+
 def field_error(field, value, allowed, source=None):
     """Build a `SpecError` naming `field`, its `value` and what is `allowed`."""
     where = f" in {source}" if source else ""

@@ -8,6 +8,7 @@ one grid step leaves a discrete local minimum (maximum) on the grid beside it, a
 is located by golden-section search over the two neighbouring steps and sampled too, so it is not
 missed; every sign change of the samples is then refined by bisection in log x. No derivatives, no
 sort and no scatter: on a vmapped CPU sweep each of those costs more than the whole search.
+Searches are not differentiable (`search.nograd`): use the implicit-function derivatives of `sensitivity`.
 """
 
 from typing import NamedTuple

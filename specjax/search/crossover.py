@@ -24,6 +24,7 @@ from ..cost._search import sign_changes
 from ..cost.precision import float_dtype
 from ..cost.speculative import step
 from ..cost.status import Curve, code
+from .nograd import no_gradient
 
 N_GRID = 96        # log-grid points on [1, batch bound] (default)
 N_REFINE = 2       # discrete local extrema refined (dips narrower than a grid step found per curve)
@@ -89,8 +90,17 @@ def unless_unfit(status, cap_sd):
                      jnp.where(cap_sd >= 1.0, status, code(Curve.SD_DOES_NOT_FIT)))
 
 
+_GUARD = no_gradient("crossover.find", "specjax.search.sensitivity.crossover_sensitivity (api.sensitivity, "
+                     "`specjax sensitivity`): dB_off/dinput by the implicit function theorem")
+
+
 def find(hw, deploy, target, draft, dec, batch_max=65536.0, n_grid=N_GRID, n_bisect=None, max_dips=0):
     """Search S(B) on [1, batch_max]. `dec.batch` is ignored.
+
+    Not differentiable: B_off is located by comparisons (a sign test per sample, bisection), so a
+    gradient through this function would be a silent zero; `jax.grad` (or any derivative) of it raises
+    `errors.NotDifferentiable` naming `sensitivity.crossover_sensitivity`, which gives dB_off/dinput by the
+    implicit function theorem.
 
     Args:
       hw, deploy, target, draft, dec: as in `speculative.step`.
@@ -101,6 +111,7 @@ def find(hw, deploy, target, draft, dec, batch_max=65536.0, n_grid=N_GRID, n_bis
     Returns:
       `Crossover`.
     """
+    hw, deploy, target, draft, dec = _GUARD((hw, deploy, target, draft, dec))
     dtype = float_dtype(dec.alpha)
     n_bisect = n_bisect or bisect_steps(dtype)
     c = sign_changes(lambda b: step(hw, deploy, target, draft, dec.replace(batch=b)), lambda r: r.speedup - 1.0,

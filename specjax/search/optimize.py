@@ -14,9 +14,11 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ..cost import lanes
 from ..cost._search import sign_changes
 from ..cost.acceptance import max_tree_tokens
 from .crossover import bisect_steps
+from .nograd import no_gradient
 from ..cost.precision import float_dtype
 from ..cost.speculative import step
 
@@ -61,26 +63,32 @@ def search(hw, deploy, target, draft, dec, k_max=16, starts=(1.0, 4.0, 10.0), st
     s_of = lambda k: step(hw, deploy, target, draft, dec.replace(k=k)).speedup  # noqa: E731
     cands = jnp.clip(jnp.concatenate([jnp.floor(ends), jnp.ceil(ends)]), 1.0, k_hi)
     s = jax.vmap(s_of)(cands)
-    best = jnp.argmax(s)
+    best = lanes.argmax(s)
 
     def climb(_, ks):  # one integer step towards the better neighbour, if it is better
         k, sk = ks
         nb = jnp.clip(jnp.stack([k - 1.0, k + 1.0]), 1.0, k_hi)
         snb = jax.vmap(s_of)(nb)
-        i = jnp.argmax(snb)
-        up = snb[i] > sk
-        return jnp.where(up, nb[i], k), jnp.where(up, snb[i], sk)
+        i = lanes.argmax(snb)
+        up = lanes.take(snb, i) > sk
+        return jnp.where(up, lanes.take(nb, i), k), jnp.where(up, lanes.take(snb, i), sk)
 
-    k_best, s_best = jax.lax.fori_loop(0, CLIMB_STEPS, climb, (cands[best], s[best]))
+    k_best, s_best = jax.lax.fori_loop(0, CLIMB_STEPS, climb, (lanes.take(cands, best), lanes.take(s, best)))
     s_cont = jax.vmap(s_of)(ends)
     helps = s_best > 1.0
     return Optimum(k_star=jnp.where(helps, k_best, 0.0), speedup=jnp.where(helps, s_best, 1.0),
-                   k_relaxed=ends[jnp.argmax(s_cont)])
+                   k_relaxed=lanes.take(ends, lanes.argmax(s_cont)))
+
+
+_GUARD = no_gradient("optimize (k*)", "sensitivity at the chosen k (api.sensitivity with k = k*): k* is an "
+                     "integer, so its derivative is 0 almost everywhere")
 
 
 def best_k(hw, deploy, target, draft, dec, k_max=16, method="optax"):
     """k* by `method`: "optax" (gradient search, `search`) or "brute" (every integer, `brute_force`;
-    about 70x cheaper for k_max <= 64, k_relaxed is NaN). Both return an `Optimum`."""
+    about 70x cheaper for k_max <= 64, k_relaxed is NaN). Both return an `Optimum`. Not differentiable
+    (a derivative through it raises `errors.NotDifferentiable`)."""
+    hw, deploy, target, draft, dec = _GUARD((hw, deploy, target, draft, dec))
     if method == "optax":
         return search(hw, deploy, target, draft, dec, k_max)
     if method != "brute":
@@ -98,14 +106,15 @@ def speedups_by_k(hw, deploy, target, draft, dec, k_max=16):
 def brute_force(hw, deploy, target, draft, dec, k_max=16):
     """Reference k*: evaluate every integer k = 1..k_max; 0 when none pays."""
     ks, s = speedups_by_k(hw, deploy, target, draft, dec, k_max)
-    best = jnp.argmax(s)
-    helps = s[best] > 1.0
-    return jnp.where(helps, ks[best], 0.0), jnp.where(helps, s[best], 1.0)
+    best = lanes.argmax(s)  # elementwise trees, not `argmax` and gathers: see `cost.lanes`
+    s_best = lanes.take(s, best)
+    helps = s_best > 1.0
+    return jnp.where(helps, lanes.take(ks, best), 0.0), jnp.where(helps, s_best, 1.0)
 
 
 def best_speedup(hw, deploy, target, draft, dec, batch, k_max=16):
     """Envelope max over integer k = 1..k_max of S at `batch` (below 1 where no k pays)."""
-    return jnp.max(speedups_by_k(hw, deploy, target, draft, dec.replace(batch=batch), k_max)[1])
+    return lanes.max_(speedups_by_k(hw, deploy, target, draft, dec.replace(batch=batch), k_max)[1])
 
 
 def switch_off_batch(hw, deploy, target, draft, dec, k_max=16, batch_max=65536.0, n_grid=96, n_bisect=None):

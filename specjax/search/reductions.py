@@ -22,6 +22,7 @@ from . import optimize as _optimize
 from . import sensitivity as _sensitivity
 from . import serving as _serving
 from .. import catalogue
+from ..cost import lanes
 from ..errors import SpecError, field_error
 from ..cost.speculative import step
 from ..cost.status import Closed, Curve, Point, Serving, code
@@ -147,12 +148,13 @@ def _max_speedup(hw, deploy, tgt, draft, dec, invalid, values, cfg):
     rs = jax.vmap(lambda b: step(hw, deploy, tgt, draft, dec.replace(batch=b)))(batches)
     feasible = rs.status == int(Point.OK)
     s_feas = jnp.where(feasible, rs.speedup, -jnp.inf)
-    i_all, i_feas = jnp.argmax(rs.speedup), jnp.argmax(s_feas)
+    # elementwise trees over the batch points, not `argmax` and `any` (`cost.lanes`)
+    i_all, i_feas, any_feasible = lanes.argmax(rs.speedup), lanes.argmax(s_feas), lanes.any_(feasible)
     out = masked(invalid, max_speedup=rs.speedup[i_all], batch_at_max_speedup=batches[i_all])
-    out.update(masked(invalid | ~feasible.any(), max_speedup_feasible=s_feas[i_feas],
+    out.update(masked(invalid | ~any_feasible, max_speedup_feasible=s_feas[i_feas],
                       batch_at_max_speedup_feasible=batches[i_feas]))
-    status = invalid_or(invalid, jnp.where(feasible.any(), code(Point.OK), rs.status[0]), Point)
-    return out, status, ~invalid & feasible.any()
+    status = invalid_or(invalid, jnp.where(any_feasible, code(Point.OK), rs.status[0]), Point)
+    return out, status, ~invalid & any_feasible
 
 
 def _serve(hw, deploy, tgt, draft, dec, invalid, values, cfg):
