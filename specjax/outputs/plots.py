@@ -468,6 +468,14 @@ def from_sweep(out):
     return io.read_results(out).collect()
 
 
+def _one_baseline(df, x):
+    """True where every series has the same baseline TPOT over `x` (they differ only in the drafter): the
+    baseline is then drawn once, in black."""
+    bases = [tuple(np.round(g.sort(x)["tpot_base_s"].to_numpy(), 12)) for _, g in
+             df.group_by("label", maintain_order=True)]
+    return len(bases) > 1 and len(set(bases)) == 1
+
+
 def serving_figure(df, marks, title="Serving load: TPOT and batch vs request rate"):
     """TPOT (top) and running batch (bottom) vs request rate, without (dashed) and with (solid)
     speculation, one colour per scenario (`df`, `marks` from `curves.serving_grid`); the switch-off rate
@@ -476,9 +484,7 @@ def serving_figure(df, marks, title="Serving load: TPOT and batch vs request rat
     (one request does not fit) is a row of the table with its status, not a line."""
     fig, (top, bottom) = _subplots(2, 1, figsize=(8.4, 7.0), sharex=True, layout="constrained")
     rows = []
-    bases = [tuple(np.round(g.sort("qps")["tpot_base_s"].to_numpy(), 12)) for _, g in
-             df.group_by("label", maintain_order=True)]
-    shared = len(bases) > 1 and len(set(bases)) == 1  # one baseline for every series (they differ in the drafter)
+    shared = _one_baseline(df, "qps")
     for j, (label, g) in enumerate(df.group_by("label", maintain_order=True)):
         label = label[0] if isinstance(label, tuple) else label
         color, m = OKABE_ITO[j % len(OKABE_ITO)], marks[label]
@@ -536,9 +542,7 @@ def concurrency_figure(df, marks, title="Closed loop: TPOT and output throughput
     on the N axis (dashed: without speculation), and the queued part of a curve is drawn thin."""
     fig, (top, bottom) = _subplots(2, 1, figsize=(8.4, 7.0), sharex=True, layout="constrained")
     rows = []
-    bases = [tuple(np.round(g.sort("concurrency")["tpot_base_s"].to_numpy(), 12)) for _, g in
-             df.group_by("label", maintain_order=True)]
-    shared = len(bases) > 1 and len(set(bases)) == 1  # one baseline for every series (they differ in the drafter)
+    shared = _one_baseline(df, "concurrency")
     for j, (label, g) in enumerate(df.group_by("label", maintain_order=True)):
         label = label[0] if isinstance(label, tuple) else label
         color, m = OKABE_ITO[j % len(OKABE_ITO)], marks[label]
