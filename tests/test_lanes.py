@@ -86,3 +86,22 @@ def test_gradient_through_a_search_raises_naming_sensitivity():
     with pytest.raises(NotDifferentiable, match="sensitivity"):
         jax.grad(lambda a: optimize.best_k(hw, dep, t, d, dec.replace(alpha=a), 8, "brute").speedup)(
             jnp.float32(0.8))
+    with pytest.raises(NotDifferentiable, match="switch_off_batch"):
+        jax.grad(lambda a: optimize.switch_off_batch(hw, dep, t, d, dec.replace(alpha=a), 4))(jnp.float32(0.8))
+
+
+def test_gradient_through_the_serving_searches_raises_naming_their_sensitivities():
+    """The switch-off rate and the switch-off concurrency are searches too: a derivative through them raises
+    and names the implicit-function sensitivity that gives it (`serve --sensitivity`); evaluating them, and
+    that sensitivity itself, are unaffected."""
+    from specjax.search import concurrency, serving
+
+    sc = Scenario(target="llama-3-70b", hardware="h100-sxm", drafter="model", draft="qwama-0.5b", tp=4, draft_tp=1,
+                  k=4, alpha=0.7, engine="vllm", input_len=256, output_len=256)
+    hw, dep, t, d, dec = sc.build(jnp.float32)
+    for curve, field, name in ((serving.rate_curve, "switch_off_qps", "serving.switch_off_sensitivity"),
+                               (concurrency.concurrency_curve, "switch_off_concurrency",
+                                "concurrency.switch_off_sensitivity")):
+        with pytest.raises(NotDifferentiable, match=name):
+            jax.grad(lambda a, c=curve, f=field: getattr(c(hw, dep, t, d, dec.replace(alpha=a)), f))(
+                jnp.float32(0.7))

@@ -37,6 +37,7 @@ from ..cost.precision import float_dtype
 from ..cost.status import Closed, Curve, code
 from . import crossover as _crossover
 from . import serving as _serving
+from .nograd import no_gradient
 
 N_GRID = 48          # log-grid points of the concurrency curve on [1, concurrency_top]
 TOP_FACTOR = 2.0     # the curve is searched up to twice the concurrency at which a side reaches its cap
@@ -185,11 +186,18 @@ class ConcurrencyCurve(NamedTuple):
     concurrency_top: float           # the search ends here: TOP_FACTOR x the larger max_concurrency
 
 
+_GUARD = no_gradient("concurrency.concurrency_curve (the switch-off concurrency)",
+                     "concurrency.switch_off_sensitivity (`specjax serve --concurrency N --sensitivity`): dN*/dinput "
+                     "by the implicit function theorem")
+
+
 def concurrency_curve(hw, deploy, target, draft, dec, n_grid=N_GRID, batched=False):
     """Search the E2E ratio on [1, concurrency_top] for its sign changes (the crossover search of
     docs/model.md §7, over clients): a `ConcurrencyCurve`. Beyond both caps the ratio is that of the two
     capacities (nearly constant), so the search ends at twice the larger cap. `batched`: one trace of
-    the curve (for one answer; see `_search.sign_changes`)."""
+    the curve (for one answer; see `_search.sign_changes`). Not differentiable (a search): see
+    `switch_off_sensitivity`."""
+    hw, deploy, target, draft, dec = _GUARD((hw, deploy, target, draft, dec))
     dtype = float_dtype(dec.alpha)
     m = _serving.sides(hw, deploy, target, draft, dec)
     n_cap, x_cap = capacity(hw, deploy, target, draft, dec, m)

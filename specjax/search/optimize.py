@@ -125,8 +125,14 @@ def switch_off_batch(hw, deploy, target, draft, dec, k_max=16, batch_max=65536.0
     return envelope(hw, deploy, target, draft, dec, k_max, batch_max, n_grid, n_bisect).last_down
 
 
+_ENVELOPE_GUARD = no_gradient("optimize.switch_off_batch (the best-k envelope's switch-off batch)",
+                              "sensitivity.crossover_sensitivity at a fixed k (`specjax sensitivity`)")
+
+
 def envelope(hw, deploy, target, draft, dec, k_max=16, batch_max=65536.0, n_grid=96, n_bisect=None, batched=False):
-    """`_search.SignChanges` of max_k S(B, k) - 1 on [1, batch_max] (`batched`: see `sign_changes`)."""
+    """`_search.SignChanges` of max_k S(B, k) - 1 on [1, batch_max] (`batched`: see `sign_changes`). Not
+    differentiable (a search over batch and k)."""
+    hw, deploy, target, draft, dec = _ENVELOPE_GUARD((hw, deploy, target, draft, dec))
     return sign_changes(lambda x: best_speedup(hw, deploy, target, draft, dec, x, k_max), lambda env: env - 1.0,
                         batch_max, n_grid, n_bisect or bisect_steps(float_dtype(dec.alpha)), float_dtype(dec.alpha),
                         batched=batched)

@@ -41,6 +41,7 @@ from ..cost.speculative import step, times
 from ..cost.status import Curve, Serving, code
 from . import crossover as _crossover
 from . import sensitivity as _sensitivity
+from .nograd import no_gradient
 
 LOAD_SENSITIVITY = ("input_len", "output_len", "max_num_seqs")  # load leaves with elasticities of switch_off_qps
 QPS_SPAN = 1e4      # the rate curve is searched on [lambda_top / QPS_SPAN, lambda_top]
@@ -246,11 +247,16 @@ class RateCurve(NamedTuple):
     qps_top: float              # max(max_qps_base, max_qps_sd): the search ends just inside it
 
 
+_RATE_GUARD = no_gradient("serving.rate_curve (the switch-off rate)", "serving.switch_off_sensitivity "
+                          "(`specjax serve --sensitivity`): dlambda*/dinput by the implicit function theorem")
+
+
 def rate_curve(hw, deploy, target, draft, dec, n_grid=N_GRID, batched=False):
     """Search the TPOT ratio on [lambda_top / QPS_SPAN, lambda_top] for its sign changes (the crossover
     search of docs/model.md §7, over rates; the top end just inside the larger capacity, so that beyond the
     smaller one a side that saturates alone is seen): a `RateCurve`. `batched`: one trace of the curve
-    (for one answer; see `_search.sign_changes`)."""
+    (for one answer; see `_search.sign_changes`). Not differentiable (a search): see `switch_off_sensitivity`."""
+    hw, deploy, target, draft, dec = _RATE_GUARD((hw, deploy, target, draft, dec))
     dtype = float_dtype(dec.alpha)
     m = sides(hw, deploy, target, draft, dec)
     lam_b, lam_s = capacities(hw, deploy, target, draft, dec, m)
