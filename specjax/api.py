@@ -92,7 +92,8 @@ def point(scenario, dtype=None, **values):
     alpha, or a chain's k) share one compiled program with its inputs packed once: a call writes its own
     values of those leaves into the packs (`store.Bound`) and runs the checks of `Scenario.check` that read
     them (`Scenario.check_free`: a DFlash drafter's block, the context against the models' positions); its
-    own fields were checked when it was constructed. The outputs are those of a full build, bit for bit (tests/test_api_points.py)."""
+    own fields were checked when it was constructed. The outputs are those of a full build, bit for bit
+    (tests/test_api_points.py)."""
     return _point_dict(_point_result(scenario, dtype, values))
 
 

@@ -79,7 +79,7 @@ class Measured:
     ep: int = 1
     dp_attention: int = 1
     kv_dtype: str | None = None
-    compute_dtype: str | None = None  # the dtype whose peak FLOP/s the engine's GEMMs ran at (empty: bf16)
+    compute_dtype: str = catalogue.INPUTS["compute_dtype"].default  # the dtype whose peak FLOP/s the GEMMs ran at
     concurrency: int | None = None
     qps: float | None = None
     dataset: str = ""
@@ -108,12 +108,13 @@ class Measured:
 
 
 def compute_dtype(p, line, value):
-    """A row's optional `compute_dtype` cell: None when empty, else one of the catalogue's choices (the
-    dtype the engine's matrix multiplies ran in: fp8 for W8A8 FP8 models, fp4 for NVFP4/MXFP4 W4A4)."""
+    """A row's optional `compute_dtype` cell: the catalogue's default (bf16) when empty, else one of its choices
+    (the dtype the engine's matrix multiplies ran in: fp8 for W8A8 FP8 models, fp4 for NVFP4/MXFP4 W4A4)."""
+    row = catalogue.INPUTS["compute_dtype"]
     v = (value or "").strip()
     if not v:
-        return None
-    allowed = catalogue.INPUTS["compute_dtype"].choices
+        return row.default
+    allowed = row.choices
     if v not in allowed:
         raise err(p, line, "compute_dtype", v, f"empty or one of {', '.join(allowed)}")
     return v

@@ -31,7 +31,8 @@ def hardware_rows():
     rows = []
     for slug in slugs:
         data, _, src = read_toml(slug, "hardware", HARDWARE_DIR, slugs)
-        flops = {dt: catalogue.check("flops_per_s", v, src, f"flops_per_s.{dt}") for dt, v in data["flops_per_s"].items()}
+        flops = {dt: catalogue.check("flops_per_s", v, src, f"flops_per_s.{dt}")
+                 for dt, v in data["flops_per_s"].items()}
         rows.append(dict(slug=slug, name=data["name"], bf16_tflops=flops.get("bf16", 0) / 1e12,
                          hbm_tb_s=catalogue.check("hbm_bytes_per_s", data["hbm_bytes_per_s"], src) / 1e12,
                          hbm_gb=catalogue.check("hbm_bytes", data["hbm_bytes"], src) / 1e9, dtypes=",".join(flops)))

@@ -135,8 +135,6 @@ class Row(cells.Measured):
         engine profile is applied by `stack`, the acceptance set per row (a placeholder alpha here)."""
         given = {r.name: getattr(self, r.name) for r in catalogue.CSV.values()
                  if r.name not in ("alpha", "accepted_length", "engine", "concurrency")}
-        if given.get("compute_dtype") is None:  # empty cell: the catalogue's default
-            given.pop("compute_dtype", None)
         return Scenario(**{**given, "draft": self.draft or None, "hardware": hardware or self.hardware},
                         alpha=0.5, roofline=roofline, engine=engines.PURE)
 

@@ -31,8 +31,8 @@ METRICS = {
 }
 REQUIRED = ("series", "target", "hardware", "tp", "weight_dtype", "input_len", "output_len", "metric", "value_s",
             "source_url")
-OPTIONAL = ("engine", "engine_version", "ep", "dp_attention", "kv_dtype", "compute_dtype", "concurrency", "qps", "batch", "dataset",
-            "t_base_s", "approximate", "note")
+OPTIONAL = ("engine", "engine_version", "ep", "dp_attention", "kv_dtype", "compute_dtype", "concurrency", "qps",
+            "batch", "dataset", "t_base_s", "approximate", "note")
 LOADS = cells.LOADS  # exactly one per row
 
 
@@ -66,8 +66,8 @@ class StepRow(cells.Measured):
 
         return Scenario(target=self.target, hardware=self.hardware, tp=self.tp, ep=self.ep,
                         dp_attention=self.dp_attention, weight_dtype=self.weight_dtype, kv_dtype=self.kv_dtype,
-                        **({"compute_dtype": self.compute_dtype} if self.compute_dtype else {}), drafter="ngram", k=1, alpha=0.5, input_len=self.input_len, output_len=self.output_len,
-                        engine=engines.PURE, roofline=roofline)
+                        compute_dtype=self.compute_dtype, drafter="ngram", k=1, alpha=0.5, input_len=self.input_len,
+                        output_len=self.output_len, engine=engines.PURE, roofline=roofline)
 
 
 def is_step_file(columns):

@@ -91,12 +91,14 @@ def serving_grid(scenarios, points=41):
 CLOSED_COLUMNS = ("concurrency", "tpot_base_s", "tpot_sd_s", "throughput_base_tok_s", "throughput_sd_tok_s",
                   "batch_base", "batch_sd", "ratio_e2e", "status_base", "status_sd", "status")
 CLOSED_MARKS = ("switch_off_concurrency", "max_concurrency_base", "max_concurrency_sd", "curve_status")
+UNFIT = (Closed.SD_DOES_NOT_FIT, Closed.MODEL_DOES_NOT_FIT, Closed.INVALID_INPUT)  # points without a curve
 
 
 def concurrency_grid(scenarios, points=41):
     """`api.serve_concurrency` for each `{label: Scenario}` (with a load) on `points` whole client counts N
-    (log-spaced, repeats at small N kept) from 1 to 1.5 times the largest of both sides' batch caps and the switch-off concurrency (found on a first,
-    wide grid of the same length, so one compiled program serves both calls): (rows with label and
+    (log-spaced, repeats at small N kept) from 1 to 1.5 times the largest of both sides' batch caps and the
+    switch-off concurrency (found on a first, wide grid of the same length, so one compiled program serves
+    both calls): (rows with label and
     `CLOSED_COLUMNS`; {label: `CLOSED_MARKS`}). A scenario whose one request does not fit has a mark and
     no rows; if none fits, a `SpecError` says so."""
     from .. import api
@@ -107,8 +109,7 @@ def concurrency_grid(scenarios, points=41):
         top = max([wide[k] or 0.0 for k in CLOSED_MARKS[:3]] + [16.0])
         r = api.serve_concurrency(sc, np.round(np.geomspace(1.0, 1.5 * top, points)))  # same length: one compile
         marks[label] = {k: r[k] for k in CLOSED_MARKS}
-        unfit = (Closed.SD_DOES_NOT_FIT, Closed.MODEL_DOES_NOT_FIT, Closed.INVALID_INPUT)
-        rows = [p for p in r["points"] if Closed.of(p["status"]) not in unfit]
+        rows = [p for p in r["points"] if Closed.of(p["status"]) not in UNFIT]
         if not rows:
             continue
         df = pl.DataFrame(rows).select(CLOSED_COLUMNS)
