@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import catalogue, store
+from . import catalogue, inline, store
 from .search import concurrency as _concurrency
 from .search import crossover as _crossover
 from .search import optimize as _optimize
@@ -47,7 +47,7 @@ def to_python(named_tuple):
     return {k: finite_or_none(v) for k, v in named_tuple._asdict().items()}
 
 
-_step = store.jit(step)
+_step = store.jit(step, inline=True)  # one point per call: run inline (`specjax.inline`)
 
 
 MAX_DIPS = 8  # dips located exactly for one curve (the count is always exact)
@@ -97,7 +97,7 @@ def point(scenario, dtype=None, **values):
     return _point_dict(_point_result(scenario, dtype, values))
 
 
-_BOUND = {}  # (structure, dtype, x64, files) -> (Bound, slots of the free leaves, free names, architectures)
+_BOUND = {}  # (structure, dtype, x64, files, inline) -> (Bound, slots of the free leaves, free names, architectures)
 _BOUND_MAX = 256
 
 
@@ -113,7 +113,7 @@ def _point_result(scenario, dtype=None, values=None):
             values = {n: catalogue.INPUTS[n].check_value(values[n], scenario.source) for n in free if n in values}
     dt = jax.dtypes.canonicalize_dtype(dtype or jnp.float32)
     key = (scenario.structure(values.get("k") if values else None), dt, bool(jax.config.jax_enable_x64),
-           scenario.files())
+           scenario.files(), inline.enabled())
     found = _BOUND.get(key)
     if found is None:
         if values:  # a structure not seen yet: bound from the scenario these values make
@@ -136,12 +136,25 @@ def _point_result(scenario, dtype=None, values=None):
     return bound(zip(slots, [getattr(scenario, n) for n in free]), scalars=True)
 
 
+_POINT_NAMES = Point.names()  # indexed by code
+_POINT_INTS = ("max_batch_base", "max_batch_sd")
+
+
 def _point_dict(result):
-    r = to_python(result)
+    """The answer of `point` from a `Result` (0-d arrays, or NumPy scalars from `store.Bound`): every field as
+    `to_python` gives it (NaN, inf -> None), the flags as booleans (a NaN flag is False), status by name, the
+    memory limits as integers, and `bound` (compute or memory) in place of `verify_compute_bound`."""
+    r = {}
+    for key, v in zip(result._fields, result):
+        if type(v) is np.float32:  # `finite_or_none`'s own first branch, inlined: one call per field
+            f = float(str(v))
+            r[key] = f if math.isfinite(f) else None
+        else:
+            r[key] = finite_or_none(v)
     r["bound"] = "compute" if r.pop("verify_compute_bound") else "memory"
-    r["status"] = Point.decode(int(r["status"]))
+    r["status"] = _POINT_NAMES[int(r["status"])]
     r["feasible"] = bool(r["feasible"])
-    for key in ("max_batch_base", "max_batch_sd"):
+    for key in _POINT_INTS:
         r[key] = _int_or_none(r[key])
     return r
 

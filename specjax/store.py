@@ -21,6 +21,11 @@ compiled again with a one-line warning and replaced. Above `MAX_BYTES` the least
 are deleted (each load touches its file). `enable(None)` (`--no-cache`, `SPECJAX_CACHE_DIR=off`)
 turns it off: calls go to `jax.jit` unchanged.
 
+An entry point marked `inline` (`jit(..., inline=True)`: `api.point`'s step) compiles or loads each program
+whose inputs are all host arrays onto `specjax.inline`'s CPU client, which runs each call in the caller's
+thread instead of JAX's dispatch thread; it is the same executable either way (a stored entry loads onto
+either client, and the key does not change).
+
 Counters (`COUNTS`: loaded, compiled, stored, refused, damaged) are what `specjax --profile` prints and
 what the tests count; within a process loaded executables are kept in memory.
 """
@@ -38,6 +43,8 @@ import warnings
 import weakref
 
 import numpy as np
+
+from . import inline as _inline
 
 MAGIC = b"specjax-exe-1\n"
 MAX_BYTES = 1 << 30  # 1 GiB of stored executables; least recently used deleted beyond
@@ -141,10 +148,11 @@ def _environment():
 class Stored:
     """`jax.jit(fun, static_argnames=...)` whose compiled executables are kept in the store (see module)."""
 
-    def __init__(self, fun, static_argnames=()):
+    def __init__(self, fun, static_argnames=(), inline=False):
         import jax
 
         self.fun = fun
+        self.inline = inline  # compiled or loaded onto `inline.client()` where every input is a host array
         self.jitted = jax.jit(fun, static_argnames=static_argnames)
         self.signature = inspect.signature(fun)
         self.static = frozenset((static_argnames,) if isinstance(static_argnames, str) else static_argnames)
@@ -164,13 +172,14 @@ class Stored:
 
     def memo(self, static, dynamic):
         """The in-memory key of a call: static values, tree structure, each leaf's type, shape and dtype
-        (cheap: no abstract values are built; stricter than `key`, never looser)."""
+        (cheap: no abstract values are built; stricter than `key`, never looser), and for an entry point
+        marked inline whether `specjax.inline` is on (one program in memory per setting)."""
         import jax
 
         leaves, tree = jax.tree_util.tree_flatten(dynamic)
         return (tuple(sorted(static.items())), tree,
                 tuple((HOST if isinstance(x, HOST) else type(x), getattr(x, "shape", None), getattr(x, "dtype", None),
-                       getattr(x, "weak_type", None)) for x in leaves)), leaves
+                       getattr(x, "weak_type", None)) for x in leaves), self.inline and _inline.enabled()), leaves
 
     def key(self, memo, leaves, layout):
         """The store key of a call (a hex digest): see the module docstring."""
@@ -219,7 +228,7 @@ class Stored:
         warnings.warn(f"stored executable {program.stored.name} does not run ({type(e).__name__}: "
                       f"{str(e).splitlines()[0][:200]}); compiling again", UserWarning, stacklevel=3)
         program.stored.unlink(missing_ok=True)
-        fresh = self._compile(static, memo[1], leaves, program.layout)
+        fresh = self._compile(static, memo[1], leaves, program.layout, self._device(program.layout))
         COUNTS["compiled"] += 1
         if _dir is not None:
             self._save(program.stored.name[:-len(SUFFIX)], fresh)
@@ -240,17 +249,27 @@ class Stored:
                 digest = self.key(memo, leaves, layout)
             except TypeError:
                 return None
-            program = self._load(digest, layout) if _dir is not None else None
+            device = self._device(layout)
+            program = self._load(digest, layout, device) if _dir is not None else None
             if program is None:
-                program = self._compile(static, memo[1], leaves, layout)
+                program = self._compile(static, memo[1], leaves, layout, device)
                 COUNTS["compiled"] += 1
                 if _dir is not None:
                     self._save(digest, program)
             self.memory[memo] = program
         return program, leaves, memo
 
-    def _compile(self, static, tree, leaves, layout):
-        """Trace, lower and compile `fun` under the packed calling convention (`Program`)."""
+    def _device(self, layout):
+        """The inline client's device where this entry point is marked inline and every input leaf of this
+        layout is a host array (packed: nothing of JAX's default client is passed in), else None (JAX's
+        default device)."""
+        if not self.inline or any(spec is None for spec in layout):
+            return None
+        return _inline.device()
+
+    def _compile(self, static, tree, leaves, layout, device=None):
+        """Trace, lower and compile `fun` under the packed calling convention (`Program`), for `device` (the
+        inline client's) where given."""
         import jax
         import jax.numpy as jnp
 
@@ -275,13 +294,15 @@ class Stored:
         jax.config.update("jax_enable_compilation_cache", False)
         compilation_cache.reset_cache()
         try:
-            exe = jax.jit(inner).lower(*pack_in(leaves, layout)).compile()
+            on = {} if device is None else dict(in_shardings=jax.sharding.SingleDeviceSharding(device),
+                                                out_shardings=jax.sharding.SingleDeviceSharding(device))
+            exe = jax.jit(inner, **on).lower(*pack_in(leaves, layout)).compile()
         finally:
             jax.config.update("jax_enable_compilation_cache", was)
             compilation_cache.reset_cache()
-        return Program(exe, layout, out["tree"], out["layout"])
+        return Program(exe, layout, out["tree"], out["layout"], inline=device is not None)
 
-    def _load(self, digest, layout):
+    def _load(self, digest, layout, device=None):
         d = _usable()
         if d is None:
             return None
@@ -302,8 +323,9 @@ class Stored:
             from jax.experimental import serialize_executable
 
             blob, exe_in, exe_out, out_tree, out_layout = pickle.loads(payload)
-            program = Program(serialize_executable.deserialize_and_load(blob, exe_in, exe_out), layout, out_tree,
-                              out_layout, stored=path)
+            exe = serialize_executable.deserialize_and_load(blob, exe_in, exe_out,
+                                                            backend=None if device is None else device.client)
+            program = Program(exe, layout, out_tree, out_layout, stored=path, inline=device is not None)
         except Exception as e:  # noqa: BLE001  (any damage: compile again, say so once)
             COUNTS["damaged"] += 1
             warnings.warn(f"stored executable {path.name} unreadable ({type(e).__name__}: {e}); compiling again",
@@ -391,9 +413,10 @@ class Program:
     per dtype out (one transfer each way instead of one per leaf: 77 scalars in, 30 out for `point`), the
     outputs unpacked on the host as NumPy arrays into the function's own output structure."""
 
-    def __init__(self, exe, layout, out_tree, out_layout, stored=None):
+    def __init__(self, exe, layout, out_tree, out_layout, stored=None, inline=False):
         self.exe, self.layout, self.out_tree, self.out_layout = exe, layout, out_tree, out_layout
         self.stored = stored  # the store file it was loaded from (None: compiled in this process)
+        self.inline = inline  # on the inline client (`specjax.inline`), not JAX's default one
         self.out_dtypes = sorted({d for d, _ in out_layout})
         at = [0] * len(self.out_dtypes)
         self.out_slices = []  # per output leaf: (output array, start, stop, shape), fixed by the layout
@@ -482,8 +505,10 @@ def forget():
         s.memory.clear()
 
 
-def jit(fun=None, *, static_argnames=()):
-    """`jax.jit` backed by the store; usable as `jit(f)`, `@jit` or `@jit(static_argnames=...)`."""
+def jit(fun=None, *, static_argnames=(), inline=False):
+    """`jax.jit` backed by the store; usable as `jit(f)`, `@jit` or `@jit(static_argnames=...)`. `inline`: its
+    programs whose inputs are all host arrays run on `specjax.inline`'s client (each call run in the caller's
+    thread; for entry points called once per point)."""
     if fun is None:
-        return functools.partial(jit, static_argnames=static_argnames)
-    return Stored(fun, static_argnames)
+        return functools.partial(jit, static_argnames=static_argnames, inline=inline)
+    return Stored(fun, static_argnames, inline)
