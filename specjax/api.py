@@ -93,7 +93,8 @@ def point(scenario, dtype=None, **values):
     values of those leaves into the packs (`store.Bound`) and runs the checks of `Scenario.check` that read
     them (`Scenario.check_free`: a DFlash drafter's block, the context against the models' positions); its
     own fields were checked when it was constructed. The outputs are those of a full build, bit for bit
-    (tests/test_api_points.py)."""
+    (tests/test_api_points.py). On a CPU the program runs on `specjax.inline`'s client, in the caller's
+    thread (the same executable, the same bits: tests/test_inline.py)."""
     return _point_dict(_point_result(scenario, dtype, values))
 
 
