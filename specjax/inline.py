@@ -14,8 +14,9 @@ configuration and every other program are untouched.
 It is the same XLA CPU compilation for the same processor, loaded on another client: the same bits
 (tests/test_inline.py compares every output with the program on JAX's default client and with
 `api.points`). Used only where JAX's default backend is the CPU (elsewhere the programs stay on the default
-device); `SPECJAX_INLINE=0` in the environment, or `enable(False)`, turns it off. If the client cannot be
-made (another jaxlib), `client()` is None and every program runs on JAX's default client as before.
+device); `SPECJAX_INLINE=0` in the environment, or `enable(False)`, turns it off. Where the client cannot be
+made, or a program cannot be compiled or loaded onto it (another jax or jaxlib), it is not used again in the
+process (`refused()` says why) and every program runs on JAX's default client as before.
 """
 
 import os
@@ -26,7 +27,7 @@ _OFF = ("0", "off", "false", "no")
 
 _lock = threading.Lock()
 _client = None   # the client once made
-_failed = False  # making it failed once: not tried again
+_failed = None   # why it is not used (making it, or compiling or loading onto it, failed once): not tried again
 _on = None       # enable()'s setting; None: the environment's
 
 
@@ -63,10 +64,22 @@ def client():
                     from jaxlib import xla_client
 
                     _client = xla_client.make_cpu_client(asynchronous=False)
-                except Exception:  # noqa: BLE001  (another jaxlib: the default client serves, as before)
-                    _failed = True
+                except Exception as e:  # noqa: BLE001  (another jaxlib: the default client serves, as before)
+                    _failed = f"making it failed ({type(e).__name__}: {e})"
                     return None
     return _client
+
+
+def refuse(why):
+    """Stop using the inline client in this process (`store` calls this where compiling or loading onto it
+    failed and JAX's default client did not: the answers are the same there, only slower)."""
+    global _failed
+    _failed = why
+
+
+def refused():
+    """Why the inline client is not used in this process (a sentence), or None."""
+    return _failed
 
 
 def device():

@@ -269,7 +269,18 @@ class Stored:
 
     def _compile(self, static, tree, leaves, layout, device=None):
         """Trace, lower and compile `fun` under the packed calling convention (`Program`), for `device` (the
-        inline client's) where given."""
+        inline client's) where given; where that fails and JAX's default device succeeds, the inline client is
+        refused for the rest of the process (`inline.refuse`) and the program is the default device's."""
+        if device is None:
+            return self._compile_for(static, tree, leaves, layout, None)
+        try:
+            return self._compile_for(static, tree, leaves, layout, device)
+        except Exception as e:  # noqa: BLE001  (the function's own error raises again just below)
+            program = self._compile_for(static, tree, leaves, layout, None)
+            _inline.refuse(f"compiling for it failed ({type(e).__name__}: {str(e).splitlines()[0][:200]})")
+            return program
+
+    def _compile_for(self, static, tree, leaves, layout, device):
         import jax
         import jax.numpy as jnp
 
@@ -320,11 +331,8 @@ class Stored:
             check, payload = rest[:32], rest[32:]
             if head != MAGIC or hashlib.sha256(payload).digest() != check:
                 raise ValueError("checksum does not match")
-            from jax.experimental import serialize_executable
-
             blob, exe_in, exe_out, out_tree, out_layout = pickle.loads(payload)
-            exe = serialize_executable.deserialize_and_load(blob, exe_in, exe_out,
-                                                            backend=None if device is None else device.client)
+            exe, device = _deserialize(blob, exe_in, exe_out, device)
             program = Program(exe, layout, out_tree, out_layout, stored=path, inline=device is not None)
         except Exception as e:  # noqa: BLE001  (any damage: compile again, say so once)
             COUNTS["damaged"] += 1
@@ -365,6 +373,22 @@ class Stored:
             return
         COUNTS["stored"] += 1
         evict(d)
+
+
+def _deserialize(blob, exe_in, exe_out, device):
+    """(the stored executable loaded onto `device`'s client, `device`), or where that fails (the checksum
+    matched: the inline client is what failed) onto JAX's default client, (executable, None), with the inline
+    client refused for the rest of the process."""
+    from jax.experimental import serialize_executable
+
+    if device is not None:
+        try:
+            return serialize_executable.deserialize_and_load(blob, exe_in, exe_out, backend=device.client), device
+        except Exception as e:  # noqa: BLE001
+            exe = serialize_executable.deserialize_and_load(blob, exe_in, exe_out)
+            _inline.refuse(f"loading a stored program onto it failed ({type(e).__name__})")
+            return exe, None
+    return serialize_executable.deserialize_and_load(blob, exe_in, exe_out), None
 
 
 HOST = (np.ndarray, np.generic)  # leaves packed on the host; a jax.Array or a Python scalar is passed as is

@@ -105,3 +105,29 @@ def test_off_by_the_environment_and_only_for_host_inputs(monkeypatch):
     assert fresh._device((("float32", (77,)),)) is inline.device()
     assert fresh._device((("float32", (76,)), None)) is None  # a leaf passed as it is (a jax.Array): not inline
     assert store.jit(step)._device((("float32", (77,)),)) is None  # an entry point not marked inline
+
+
+def test_a_client_that_cannot_take_the_program_is_refused_and_the_default_one_serves(tmp_path, monkeypatch):
+    """Where compiling or loading onto the inline client fails (another jax), the program is compiled or loaded
+    for JAX's default device instead, and the inline client is not used again in the process."""
+    import types
+
+    monkeypatch.setattr(store, "_dir", store._dir)
+    monkeypatch.setattr(inline, "_failed", None)
+    store.enable(tmp_path / "exe")
+    monkeypatch.setattr(inline, "device", lambda: types.SimpleNamespace(client="no such client"))
+    fresh = store.jit(step, inline=True)
+    trees = SC.build()
+    compiled = fresh(*trees)
+    (program,) = fresh.memory.values()
+    assert not program.inline and "compiling for it failed" in inline.refused() and inline.client() is None
+    monkeypatch.setattr(inline, "_failed", None)  # the stored entry: loading onto the inline client fails too
+    fresh.memory.clear()
+    loaded = fresh(*trees)
+    (program,) = fresh.memory.values()
+    assert program.stored is not None and not program.inline and "loading a stored program" in inline.refused()
+    for a, b in zip(compiled, loaded):
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
+    _, leaves, _ = fresh._program(*fresh.split(trees, {}))
+    (device,) = program.exe(*store.pack_in(leaves, program.layout))[0].devices()
+    assert device.client is jax.devices()[0].client
