@@ -139,6 +139,7 @@ def _point_result(scenario, dtype=None, values=None):
 
 _POINT_NAMES = Point.names()  # indexed by code
 _POINT_INTS = ("max_batch_base", "max_batch_sd")
+_POINT_FLAGS = ("feasible", "verify_compute_bound")  # true where finite and not 0 (a NaN flag is False)
 
 
 def _point_dict(result):
@@ -147,14 +148,16 @@ def _point_dict(result):
     memory limits as integers, and `bound` (compute or memory) in place of `verify_compute_bound`."""
     r = {}
     for key, v in zip(result._fields, result):
-        if type(v) is np.float32:  # `finite_or_none`'s own first branch, inlined: one call per field
+        if key in _POINT_FLAGS:  # no decimal needed, only whether it is finite and not 0
+            r[key] = bool(math.isfinite(v) and v != 0)
+        elif key == "status":
+            r[key] = _POINT_NAMES[int(v)]
+        elif type(v) is np.float32:  # `finite_or_none`'s own first branch, inlined: one call per field
             f = float(str(v))
             r[key] = f if math.isfinite(f) else None
         else:
             r[key] = finite_or_none(v)
     r["bound"] = "compute" if r.pop("verify_compute_bound") else "memory"
-    r["status"] = _POINT_NAMES[int(r["status"])]
-    r["feasible"] = bool(r["feasible"])
     for key in _POINT_INTS:
         r[key] = _int_or_none(r[key])
     return r

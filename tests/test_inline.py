@@ -131,3 +131,24 @@ def test_a_client_that_cannot_take_the_program_is_refused_and_the_default_one_se
     _, leaves, _ = fresh._program(*fresh.split(trees, {}))
     (device,) = program.exe(*store.pack_in(leaves, program.layout))[0].devices()
     assert device.client is jax.devices()[0].client
+
+
+@pytest.mark.parametrize("as_array", [False, True])  # NumPy scalars (the bound program) or 0-d arrays (a build)
+def test_the_answer_of_a_result_field_by_field(as_array):
+    from specjax.cost.speculative import Result
+
+    f = (lambda v: np.asarray(v)) if as_array else (lambda v: v)  # noqa: E731
+    r = Result(speedup=f(np.float32(0.7)), tokens_per_step=f(np.float32(np.nan)), alpha=f(np.float32(np.inf)),
+               t_target_s=f(np.float32(-0.0)), t_draft_s=f(np.float32(1e-9)), t_verify_s=f(np.float32(3.0e9)),
+               t_sd_step_s=f(np.float32(-np.inf)), throughput_base_tok_s=f(np.float32(1762.8807)),
+               throughput_sd_tok_s=f(np.float32(0.1)), max_batch_base=f(np.float32(123456789.0)),
+               max_batch_sd=f(np.float32(np.nan)), feasible=f(np.float32(np.nan)),
+               verify_compute_bound=f(np.float32(1.0)), status=f(np.int8(3)))
+    got = api._point_dict(r)
+    assert list(got) == [*Result._fields[:-3], "feasible", "status", "bound"]
+    assert got == dict(speedup=0.7, tokens_per_step=None, alpha=None, t_target_s=-0.0, t_draft_s=1e-9, t_verify_s=3e9,
+                       t_sd_step_s=None, throughput_base_tok_s=1762.8807, throughput_sd_tok_s=0.1,
+                       max_batch_base=123456790,  # float32's shortest decimal of 123456792, as every writer gives it
+                       max_batch_sd=None, feasible=False, status="model_does_not_fit", bound="compute")
+    flags = api._point_dict(r._replace(feasible=f(np.float32(1.0)), verify_compute_bound=f(np.float32(0.0))))
+    assert flags["feasible"] is True and flags["bound"] == "memory"
