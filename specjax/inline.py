@@ -12,7 +12,7 @@ inline=True)`) whose inputs are all host arrays. Their outputs are read back int
 configuration and every other program are untouched.
 
 It is the same XLA CPU compilation for the same processor, loaded on another client: the same bits
-(tests/test_inline.py compares every output with the program on JAX's default client and with
+(tests/test_inline.py compares every output with the program on JAX's default client and with a one-row
 `api.points`). Used only where JAX's default backend is the CPU (elsewhere the programs stay on the default
 device); `SPECJAX_INLINE=0` in the environment, or `enable(False)`, turns it off. Where the client cannot be
 made, or a program cannot be compiled or loaded onto it (another jax or jaxlib), it is not used again in the
