@@ -78,8 +78,9 @@ def test_a_stored_program_loads_onto_the_inline_client(tmp_path, monkeypatch):
     store.enable(tmp_path / "exe")
     fresh = store.jit(step, inline=True)
     trees = SC.build()
+    stored = store.COUNTS["stored"]
     compiled = fresh(*trees)
-    assert store.COUNTS["stored"] and next(iter(fresh.memory.values())).inline
+    assert store.COUNTS["stored"] == stored + 1 and next(iter(fresh.memory.values())).inline
     fresh.memory.clear()
     before = store.COUNTS["loaded"]
     loaded = fresh(*trees)
