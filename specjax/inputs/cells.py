@@ -79,6 +79,7 @@ class Measured:
     ep: int = 1
     dp_attention: int = 1
     kv_dtype: str | None = None
+    expert_dtype: str | None = None  # routed experts' weight dtype where it differs from weight_dtype (gpt-oss: mxfp4)
     compute_dtype: str = catalogue.INPUTS["compute_dtype"].default  # the dtype whose peak FLOP/s the GEMMs ran at
     concurrency: int | None = None
     qps: float | None = None
