@@ -108,6 +108,20 @@ class Measured:
         return self.engine or catalogue.INPUTS["engine"].default
 
 
+def dtype(p, line, col, value):
+    """A row's optional storage-dtype cell (`kv_dtype`, `expert_dtype`): None when empty, else its canonical name
+    (`inputs.dtypes.canonical`) after checking it is a known dtype; `expert_dtype` is the routed experts' dtype where
+    a checkpoint quantises only them (gpt-oss: MXFP4 experts beside BF16 attention, embeddings and LM head)."""
+    from .dtypes import BYTES_PER_ELEMENT, canonical
+
+    v = (value or "").strip()
+    if not v:
+        return None
+    if v not in BYTES_PER_ELEMENT:
+        raise err(p, line, col, v, f"empty or one of {', '.join(BYTES_PER_ELEMENT)}")
+    return canonical(v)
+
+
 def compute_dtype(p, line, value):
     """A row's optional `compute_dtype` cell: the catalogue's default (bf16) when empty, else one of its choices
     (the dtype the engine's matrix multiplies ran in: fp8 for W8A8 FP8 models, fp4 for NVFP4/MXFP4 W4A4)."""

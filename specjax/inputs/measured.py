@@ -260,14 +260,6 @@ def row_from_cells(p, line, r, model_slugs, hw_slugs):
     if tree["tree_depth"] is not None and tree["tree_depth"] != k:
         raise _err(p, line, "tree_depth", r.get("tree_depth"), f"k = {k} (the tree's depth is its k)")
     layout.update({c: tree[c] for c in ("tree_topk", "tree_tokens") if tree[c] is not None})
-    kv = (r.get("kv_dtype") or "").strip() or None
-    if kv is not None and kv not in BYTES_PER_ELEMENT:
-        raise _err(p, line, "kv_dtype", kv, f"empty or one of {', '.join(BYTES_PER_ELEMENT)}")
-    # the routed experts' dtype where a checkpoint quantises only them (gpt-oss: MXFP4 experts, BF16 attention,
-    # embeddings and LM head); empty: weight_dtype for every weight
-    ex = (r.get("expert_dtype") or "").strip() or None
-    if ex is not None and ex not in BYTES_PER_ELEMENT:
-        raise _err(p, line, "expert_dtype", ex, f"empty or one of {', '.join(BYTES_PER_ELEMENT)}")
     passes = _input(p, line, "draft_passes", r.get("draft_passes"))
     kind = drafters.REGISTRY.get(r["drafter"].strip())
     if passes is not None and kind is not None and not kind.parallel:
@@ -282,7 +274,8 @@ def row_from_cells(p, line, r, model_slugs, hw_slugs):
                tau=tau, context=ctx, weight_dtype=canonical(r["weight_dtype"]), speedup=speed,
                metric=r["metric"], source_url=r["source_url"] or "", engine=engine,
                expert_locality=loc or 0.0, draft_passes=passes, dataset=(r.get("dataset") or "").strip(),
-               kv_dtype=kv and canonical(kv), expert_dtype=ex and canonical(ex),
+               kv_dtype=cells.dtype(p, line, "kv_dtype", r.get("kv_dtype")),
+               expert_dtype=cells.dtype(p, line, "expert_dtype", r.get("expert_dtype")),
                compute_dtype=cells.compute_dtype(p, line, r.get("compute_dtype")),
                unsupported=_unsupported(r, model_slugs, hw_slugs),
                **times, **layout, **rate)
