@@ -1,6 +1,7 @@
 """Plain step-time rows (`inputs.steps`, the schema of data/measured/serving_steps.csv) in validate:
 parsing and skipping, the predicted quantity per metric and load, and the `plain_steps` block."""
 
+import dataclasses
 import json
 
 import jax.numpy as jnp
@@ -134,3 +135,27 @@ def test_compute_dtype_column_sets_the_peak_the_gemms_run_at(tmp_path):
     allowed = "expected empty or one of bf16, fp16, fp8, fp4, int8"
     with pytest.raises(SpecError, match=f"column compute_dtype: 'fp6'; {allowed}"):
         measured.load(write(tmp_path, [rows[0].format(c="fp6")], HEADER + ",compute_dtype"))
+
+
+def test_expert_dtype_column_quantises_the_routed_experts_only(tmp_path):
+    """gpt-oss ships MXFP4 experts beside BF16 attention, embeddings and LM head: a plain row with weight_dtype
+    bf16 and expert_dtype mxfp4 builds the config's own mixed precision (the same weight bytes as no dtype at
+    all), where weight_dtype mxfp4 alone puts the ~2.1B non-expert weights (attention 0.97B, embeddings and LM
+    head 0.58B each) in MXFP4 too (~3.1 GB less: 2.1B x (2 - 0.53) bytes); its decode step at one client is then
+    predicted faster by that read.
+    A value that is not a dtype is refused in one line naming the column."""
+    row = "G,gpt-oss-120b,h100-sxm,roofline,x,1,1,1,{w},{e},,1,,1000,200,random,tpot,0.01,0.01,no,https://g.org,"
+    header = HEADER.replace("weight_dtype,kv_dtype", "weight_dtype,expert_dtype,kv_dtype")
+    mixed, all4 = (measured.load(write(tmp_path, [row.format(w=w, e=e)], header))[0] for w, e in
+                   (("bf16", "mxfp4"), ("mxfp4", "")))
+    assert (mixed.weight_dtype, mixed.expert_dtype, all4.expert_dtype) == ("bf16", "mxfp4", None)
+    t_mixed, t_all4 = (s.scenario().build()[2] for s in (mixed, all4))
+    default = dataclasses.replace(mixed.scenario(), weight_dtype=None, expert_dtype=None).build()[2]
+    assert float(t_mixed.weight_bytes) == float(default.weight_bytes)
+    assert 2.5e9 < float(t_mixed.weight_bytes) - float(t_all4.weight_bytes) < 3.5e9
+    (pm, pa) = (float(validate.evaluate([r])[0]["predicted_s"][0]) for r in (mixed, all4))
+    assert pm > pa
+    with pytest.raises(SpecError) as e:
+        measured.load(write(tmp_path, [row.format(w="bf16", e="fp5")], header))
+    msg = str(e.value)
+    assert "\n" not in msg and "line 2" in msg and "column expert_dtype: 'fp5'" in msg and "mxfp4" in msg

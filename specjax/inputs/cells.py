@@ -79,6 +79,7 @@ class Measured:
     ep: int = 1
     dp_attention: int = 1
     kv_dtype: str | None = None
+    expert_dtype: str | None = None  # routed experts' weight dtype where it differs from weight_dtype (gpt-oss: mxfp4)
     compute_dtype: str = catalogue.INPUTS["compute_dtype"].default  # the dtype whose peak FLOP/s the GEMMs ran at
     concurrency: int | None = None
     qps: float | None = None
@@ -105,6 +106,20 @@ class Measured:
     def engine_name(self):
         """The engine profile this row is predicted with by default (its column, or the default engine)."""
         return self.engine or catalogue.INPUTS["engine"].default
+
+
+def dtype(p, line, col, value):
+    """A row's optional storage-dtype cell (`kv_dtype`, `expert_dtype`): None when empty, else its canonical name
+    (`inputs.dtypes.canonical`) after checking it is a known dtype; `expert_dtype` is the routed experts' dtype where
+    a checkpoint quantises only them (gpt-oss: MXFP4 experts beside BF16 attention, embeddings and LM head)."""
+    from .dtypes import BYTES_PER_ELEMENT, canonical
+
+    v = (value or "").strip()
+    if not v:
+        return None
+    if v not in BYTES_PER_ELEMENT:
+        raise err(p, line, col, v, f"empty or one of {', '.join(BYTES_PER_ELEMENT)}")
+    return canonical(v)
 
 
 def compute_dtype(p, line, value):

@@ -6,7 +6,8 @@ source_url). Optional columns: `engine` (the engine profile of the row: vllm, sg
 `expert_locality` (a workload property, 0..1), `dataset` (rows of one target, drafter, draft and
 dataset share one acceptance), `t_base_s` and `t_sd_step_s` (measured step times, seconds), `ep`,
 `dp_attention` and `draft_tp` (the layout), `tree_depth`, `tree_topk` and `tree_tokens` (a draft tree),
-`kv_dtype` (the KV-cache dtype; empty: the engine's default). A file with `value_s` and no `drafter`
+`kv_dtype` (the KV-cache dtype; empty: the engine's default), `expert_dtype` (the routed experts' weight dtype
+where only they are quantised, e.g. gpt-oss's MXFP4 experts beside BF16 attention; empty: weight_dtype). A file with `value_s` and no `drafter`
 column holds plain step times under load instead (`inputs.steps`). Rows at a request rate (docs/model.md §10)
 or a closed-loop client concurrency (docs/model.md §11) give `qps` or `concurrency`, `input_len`,
 `output_len` and `measured_ratio` (the ratio of the metric `metric` names at equal load: `METRICS`) in
@@ -127,8 +128,8 @@ class Row(cells.Measured):
     @property
     def build_key(self):
         """What `Scenario.check` of the row depends on (`cells.check_buildable` checks each once)."""
-        return (self.target, self.drafter, self.draft, self.hardware, self.layout, self.weight_dtype, self.kv_dtype,
-                self.compute_dtype)
+        return (self.target, self.drafter, self.draft, self.hardware, self.layout, self.weight_dtype,
+                self.expert_dtype, self.kv_dtype, self.compute_dtype)
 
     def scenario(self, hardware=None, roofline="operator"):
         """The row's model inputs (its catalogue columns) as a `Scenario` on the hardware file alone: the
@@ -259,9 +260,6 @@ def row_from_cells(p, line, r, model_slugs, hw_slugs):
     if tree["tree_depth"] is not None and tree["tree_depth"] != k:
         raise _err(p, line, "tree_depth", r.get("tree_depth"), f"k = {k} (the tree's depth is its k)")
     layout.update({c: tree[c] for c in ("tree_topk", "tree_tokens") if tree[c] is not None})
-    kv = (r.get("kv_dtype") or "").strip() or None
-    if kv is not None and kv not in BYTES_PER_ELEMENT:
-        raise _err(p, line, "kv_dtype", kv, f"empty or one of {', '.join(BYTES_PER_ELEMENT)}")
     passes = _input(p, line, "draft_passes", r.get("draft_passes"))
     kind = drafters.REGISTRY.get(r["drafter"].strip())
     if passes is not None and kind is not None and not kind.parallel:
@@ -276,7 +274,9 @@ def row_from_cells(p, line, r, model_slugs, hw_slugs):
                tau=tau, context=ctx, weight_dtype=canonical(r["weight_dtype"]), speedup=speed,
                metric=r["metric"], source_url=r["source_url"] or "", engine=engine,
                expert_locality=loc or 0.0, draft_passes=passes, dataset=(r.get("dataset") or "").strip(),
-               kv_dtype=kv and canonical(kv), compute_dtype=cells.compute_dtype(p, line, r.get("compute_dtype")),
+               kv_dtype=cells.dtype(p, line, "kv_dtype", r.get("kv_dtype")),
+               expert_dtype=cells.dtype(p, line, "expert_dtype", r.get("expert_dtype")),
+               compute_dtype=cells.compute_dtype(p, line, r.get("compute_dtype")),
                unsupported=_unsupported(r, model_slugs, hw_slugs),
                **times, **layout, **rate)
 

@@ -31,7 +31,7 @@ METRICS = {
 }
 REQUIRED = ("series", "target", "hardware", "tp", "weight_dtype", "input_len", "output_len", "metric", "value_s",
             "source_url")
-OPTIONAL = ("engine", "engine_version", "ep", "dp_attention", "kv_dtype", "compute_dtype", "concurrency", "qps",
+OPTIONAL = ("engine", "engine_version", "ep", "dp_attention", "kv_dtype", "expert_dtype", "compute_dtype", "concurrency", "qps",
             "batch", "dataset", "t_base_s", "approximate", "note")
 LOADS = cells.LOADS  # exactly one per row
 
@@ -56,7 +56,8 @@ class StepRow(cells.Measured):
     @property
     def build_key(self):
         """What `Scenario.check` of the row depends on (`cells.check_buildable` checks each once)."""
-        return (self.target, self.hardware, self.layout, self.weight_dtype, self.kv_dtype, self.compute_dtype)
+        return (self.target, self.hardware, self.layout, self.weight_dtype, self.expert_dtype, self.kv_dtype,
+                self.compute_dtype)
 
     def scenario(self, roofline="operator"):
         """The row as a `Scenario` on the hardware file alone (the engine profile is applied by the
@@ -65,8 +66,8 @@ class StepRow(cells.Measured):
         from .scenario import Scenario
 
         return Scenario(target=self.target, hardware=self.hardware, tp=self.tp, ep=self.ep,
-                        dp_attention=self.dp_attention, weight_dtype=self.weight_dtype, kv_dtype=self.kv_dtype,
-                        compute_dtype=self.compute_dtype, drafter="ngram", k=1, alpha=0.5, input_len=self.input_len,
+                        dp_attention=self.dp_attention, weight_dtype=self.weight_dtype, expert_dtype=self.expert_dtype,
+                        kv_dtype=self.kv_dtype, compute_dtype=self.compute_dtype, drafter="ngram", k=1, alpha=0.5, input_len=self.input_len,
                         output_len=self.output_len, engine=engines.PURE, roofline=roofline)
 
 
@@ -103,10 +104,8 @@ def rows(df, p):
         if r["metric"] == "decode_step" and given[0] != "batch":
             raise cells.err(p, line, "metric", "decode_step", "a metric of a row under load (tpot, itl, itl_p50, "
                                 "inv_tput, e2e_request_latency); decode_step needs a batch")
-        for col in ("weight_dtype", "kv_dtype"):
-            if cell(col) and cell(col) not in BYTES_PER_ELEMENT:
-                raise cells.err(p, line, col, r[col], f"{'empty or ' if col == 'kv_dtype' else ''}one of "
-                                    f"{', '.join(BYTES_PER_ELEMENT)}")
+        if cell("weight_dtype") and cell("weight_dtype") not in BYTES_PER_ELEMENT:
+            raise cells.err(p, line, "weight_dtype", r["weight_dtype"], f"one of {', '.join(BYTES_PER_ELEMENT)}")
         if not cell("weight_dtype"):
             raise cells.err(p, line, "weight_dtype", "", f"one of {', '.join(BYTES_PER_ELEMENT)}")
         value = cells.number(p, line, "value_s", r["value_s"], "seconds > 0", lambda v: 0 < v < 1e5)
@@ -121,7 +120,8 @@ def rows(df, p):
             line=line, series=r["series"], target=r["target"], hardware=r["hardware"],
             tp=cells.model_input(p, line, "tp", r["tp"], optional=False),
             weight_dtype=canonical(r["weight_dtype"]),
-            kv_dtype=canonical(cell("kv_dtype")) if cell("kv_dtype") else None,
+            kv_dtype=cells.dtype(p, line, "kv_dtype", r.get("kv_dtype")),
+            expert_dtype=cells.dtype(p, line, "expert_dtype", r.get("expert_dtype")),
             compute_dtype=cells.compute_dtype(p, line, r.get("compute_dtype")),
             input_len=cells.model_input(p, line, "input_len", r["input_len"], optional=False),
             output_len=cells.model_input(p, line, "output_len", r["output_len"], optional=False),
