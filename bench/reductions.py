@@ -18,6 +18,10 @@ The bare kernel is the `throughput.py` step kernel (random batch, k, alpha, cont
 pair (big.toml's MoE pair on the H200); `step_grid` is the same points gathered from the grid as a sweep
 point is, and `big_grid` big.toml's own grid (efficiencies per point), for `big`.
 
+Each chunk kernel's compile time (`lower().compile()`, wall and CPU) is printed beside its rate. For an A/B
+against another checkout, run this script with PYTHONPATH=<checkout> (the harness is the same; only the
+library differs).
+
 Usage: python bench/reductions.py [--rows N] [--repeats N] [--only crossover,max_speedup,...]
 The last line printed is one JSON object.
 """
@@ -85,10 +89,13 @@ def chunk_rate(s, rows, repeats):
     kern = sweep_kernel.chunk_kernel(chunk, n_dev, sweep_kernel.config(s))
     idx = sweep._index_dtype()
     args = (jnp.asarray(0, idx), jnp.asarray(s.rows_per_combo, idx), *sweep.inputs(s, 0))
-    run = lambda: jax.block_until_ready(kern(*args))  # noqa: E731
+    t0, c0 = time.perf_counter(), time.process_time()
+    compiled = kern.lower(*args).compile()
+    compile_s = (time.perf_counter() - t0, time.process_time() - c0)
+    run = lambda: jax.block_until_ready(compiled(*args))  # noqa: E731
     run()
     wall, cpu = timed(run, repeats)
-    return chunk / wall, chunk / cpu, chunk
+    return chunk / wall, chunk / cpu, chunk, compile_s
 
 
 def bare_rate(s, points, repeats):
@@ -170,13 +177,15 @@ def main():
     for name in wanted:
         s = specs[name]
         per_row = reductions.get(s.reduce).per_row(s)
-        rows_per_s, rows_per_cpu_s, rows = chunk_rate(s, args.rows, args.repeats)
+        rows_per_s, rows_per_cpu_s, rows, (compile_wall, compile_cpu) = chunk_rate(s, args.rows, args.repeats)
         evals = rows_per_s * per_row
         share, cpu_share = evals / bare[BARE_FOR[name]][0], rows_per_cpu_s * per_row / bare[BARE_FOR[name]][1]
         print(f"{name:<18} {rows_per_s:12,.0f} rows/s x {per_row:4d} = {evals:14,.0f} evaluations/s = "
-              f"{share:5.2f} [{cpu_share:5.2f}] of bare   ({rows:,} rows; {SPECS[name][1]})")
+              f"{share:5.2f} [{cpu_share:5.2f}] of bare   ({rows:,} rows; {SPECS[name][1]}; compiled in "
+              f"{compile_wall:.1f} s [{compile_cpu:.1f} CPU-s])")
         result["reductions"][name] = dict(rows_per_s=rows_per_s, per_row=per_row, evaluations_per_s=evals,
-                                          share_of_bare=share, cpu_share_of_bare=cpu_share)
+                                          share_of_bare=share, cpu_share_of_bare=cpu_share, compile_s=compile_wall,
+                                          compile_cpu_s=compile_cpu)
     print(json.dumps(result))
 
 
