@@ -69,7 +69,7 @@ def test_sweep_crossover_matches_bisection_and_a_dense_scan(target, draft):
     np.testing.assert_array_equal(np.asarray(new.status), np.asarray(old.status))
     for field in ("crossover_batch", "first_crossing_batch", "pays_from", "pays_to", "n_dips", "beyond_memory",
                   "speedup_at_batch_1", "speedup_at_max_batch"):
-        # the measured worst case on 24,160 rows is 5.4e-5 (bench/README.md)
+        # the measured worst case on 24,160 sweep rows is 4.0e-5 (bench/README.md)
         np.testing.assert_allclose(np.asarray(getattr(new, field)), np.asarray(getattr(old, field)), rtol=1e-4,
                                    err_msg=field)
     statuses = set(np.asarray(new.status).tolist())

@@ -6,8 +6,10 @@ function inside an interval. `sign_changes` finds every place where a smooth-or-
 on [1, x_max] changes sign (docs/model.md §7): g is sampled on a log grid; a dip (or a bump) narrower than
 one grid step leaves a discrete local minimum (maximum) on the grid beside it, and the extremum there
 is located by golden-section search over the two neighbouring steps and sampled too, so it is not
-missed; every sign change of the samples is then refined by bisection in log x. No derivatives, no
-sort and no scatter: on a vmapped CPU sweep each of those costs more than the whole search.
+missed; every sign change of the samples is then located in log x by bisection (`bisect`) or by
+halvings then Illinois steps (`illinois`). The grid is walked in one loop (`_walk`). No derivatives, no
+sort, no scatter, no `argmax` over the grid: on a vmapped CPU sweep each of those costs more than the
+whole search.
 Searches are not differentiable (`search.nograd`): use the implicit-function derivatives of `sensitivity`.
 """
 
@@ -89,7 +91,7 @@ def illinois(f, lo, hi, f_lo, f_hi, iters, halvings=0):
 class SignChanges(NamedTuple):
     """Where g < 0 on [1, x_max] ("below"), from the refined samples; NaN where there is none."""
 
-    outputs: object       # `values` on the log grid (leading axis = grid point; first = x 1)
+    outputs: object       # `values` at x = 1 (a leading axis of length 1)
     below_first: bool     # g(1) < 0
     below_last: bool      # g(x_max) < 0
     any_below: bool
@@ -115,121 +117,96 @@ def sign_changes(values, gap, x_max, n_grid, n_bisect, dtype, n_refine=2, refine
         change first); refine_iters golden-section steps each.
       max_dips: how many closed below-intervals to locate (static; 0 for sweeps).
       batched: static; refine the extrema in one vmapped golden search and locate every crossing in one
-        vmapped loop, so `values` is traced 5 times instead of 2 n_refine + 3 + 2 max_dips + 1: for one
+        vmapped loop, so `values` is traced 4 times instead of n_refine + 3 + 2 max_dips + 1: for one
         curve (the CLI, where tracing is most of a warm run). Inside a vmapped sweep the sequential loops
         run faster on a CPU, so sweeps keep them. Same numbers either way.
       n_root: static; (halvings, Illinois steps) to locate each crossing from the samples on either side of
-        it (`illinois`) instead of `n_bisect` halvings; None or 0: bisection.
+        it (`illinois`) instead of `n_bisect` halvings; None: bisection.
     Returns:
       `SignChanges`.
 
-    The samples are the grid plus one interior sample in each grid step that holds a refined extremum (at
-    most n_refine steps): a transition of the samples is a grid step's own transition, or one of the two
-    inside a refined step. The first and last transitions are found by `min`/`max` over the grid's
-    transitions and a few scalar comparisons, the values around them by indexing: no `argmax` and no
-    interleaved copy of the samples, which inside a vmapped CPU sweep cost several times the grid itself
-    (bench/README.md, issue 30). Each loop starts from its bracket, computed before it.
+    The grid is walked in one loop (`_walk`) that keeps, per curve, only what the search needs: the first
+    and last transitions of each kind with the samples around them, the count of crossings up, and the
+    n_refine best extremum candidates with their neighbours. Inside a vmapped CPU sweep this costs less
+    than the grid evaluated as an array and then reduced (`argmax`, `any`, gathers, interleaved copies:
+    several times the grid itself; bench/README.md, issue 30). The samples are the grid plus one interior
+    sample in each grid step that holds a refined extremum: a grid step's transition stays one transition
+    of the same kind inside a refined step, and a step without one can gain two (a dip or a bump).
     """
     lx = jnp.log(jnp.asarray(x_max, dtype))
     u = jnp.linspace(0.0, 1.0, n_grid, dtype=dtype) * lx
     g_of = lambda uu: gap(values(jnp.exp(uu)))  # noqa: E731
-    outs = jax.vmap(lambda uu: values(jnp.exp(uu)))(u)
-    g = gap(outs)
-    b = g < 0
-    # A dip (or bump) narrower than a grid step leaves a discrete local minimum (maximum) of g on the
-    # grid next to it: refine the n_refine most promising ones over their two neighbouring steps.
-    gl, gc, gr = g[:-2], g[1:-1], g[2:]
-    is_min = (gc < gl) & (gc <= gr) & (gc >= 0)
-    is_max = (gc > gl) & (gc >= gr) & (gc < 0)
-    score = jnp.where(is_min, -gc, jnp.where(is_max, gc, -jnp.inf))  # nearest to a sign change first (no NaN)
+    outs = values(jnp.exp(u[0]))
     n_refine = min(n_refine, n_grid - 2)
-    cand = jnp.arange(n_grid - 2)
-    picks = []
-    for p in range(n_refine):  # the best remaining candidates (`argmax` as max and min: no sort, no scatter)
-        best = jnp.max(score)
-        c = jnp.min(jnp.where(score == best, cand, n_grid - 3))  # a local extremum at grid point c + 1
-        if p + 1 < n_refine:
-            score = jnp.where(cand == c, -jnp.inf, score)
-        ok = best > -jnp.inf  # c is an extremum (is_min: g >= 0 there; is_max: g < 0)
-        sign = jnp.where(ok & (g[c + 1] < 0), -1.0, 1.0)  # a bump is a minimum of -g
-        picks.append((c, sign, ok))
+    w, g_grid = _walk(g_of, u, gap(outs), n_grid, n_refine, keep_grid=max_dips > 0)
 
     def refine(c, sign):
         return golden_min(lambda uu: sign * g_of(uu), u[c], u[c + 2], refine_iters)
 
+    picks = [(c, jnp.where((score > -jnp.inf) & (gs[1] < 0), -1.0, 1.0), score > -jnp.inf, gs)
+             for score, c, gs in w.picks]  # a bump (g < 0 at a local maximum) is a minimum of -g
     if batched and picks:
-        ums, hms = jax.vmap(refine)(*(jnp.stack([q[i] for q in picks]) for i in (0, 1)))
+        ums, hms = jax.vmap(refine)(jnp.stack([q[0] for q in picks]), jnp.stack([q[1] for q in picks]))
         found = [(ums[i], hms[i]) for i in range(len(picks))]
     else:
-        found = [refine(c, sign) for c, sign, _ in picks]
-    # (grid step, location, g) of each interior sample: the step the refined extremum lies in, -1 if none; a
-    # later pick in the same step replaces an earlier one
-    placed = [[jnp.where(ok, jnp.where(um < u[c + 1], c, c + 1), -1), um, sign * hm]
-              for (c, sign, ok), (um, hm) in zip(picks, found)]
+        found = [refine(c, sign) for c, sign, _, _ in picks]
+    # (grid step, location, g, g at the step's ends) of each interior sample: the step the refined extremum
+    # lies in (-1 if none); a later pick in the same step replaces an earlier one
+    placed = []
+    for (c, sign, ok, (g0, g1, g2)), (um, hm) in zip(picks, found):
+        left = um < u[c + 1]
+        placed.append([jnp.where(ok, jnp.where(left, c, c + 1), -1), um, sign * hm,
+                       jnp.where(left, g0, g1), jnp.where(left, g1, g2)])
     for i, q in enumerate(placed):
         for later in placed[i + 1:]:
             q[0] = jnp.where(q[0] == later[0], -1, q[0])
-    steps = jnp.arange(n_grid - 1)
-    plain = jnp.ones((n_grid - 1,), bool)
-    for k, _, _ in placed:
-        plain = plain & (steps != k)
-    down_g, up_g = ~b[:-1] & b[1:] & plain, b[:-1] & ~b[1:] & plain
-    n = 2 * n_grid - 1  # samples u0, in0, u1, in1, ..., u_last (in_i = u_i where step i holds none)
-    big = jnp.asarray(n, steps.dtype)
-    j_grid = 2 * steps + 1  # a plain step's transition, in sample order
+    n_steps = n_grid - 1
+    none_first, none_last = jnp.asarray(2 * n_grid, jnp.int32), jnp.asarray(-1, jnp.int32)
+    inner = []  # per placed step, its two transitions: (j in sample order, bracket, down?, up?)
+    n_up, any_below, all_below = w.n_up, w.any_below, w.all_below
+    for k, um, gm, gk0, gk1 in placed:
+        on, kk = k >= 0, jnp.maximum(k, 0)
+        b0, bm, b1 = gk0 < 0, gm < 0, gk1 < 0
+        inner.append((2 * kk, (u[kk], um, gk0, gm), on & ~b0 & bm, on & b0 & ~bm))
+        inner.append((2 * kk + 1, (um, u[kk + 1], gm, gk1), on & ~bm & b1, on & bm & ~b1))
+        n_up = n_up - (on & b0 & ~b1).astype(n_up.dtype)  # the grid step's own crossing up, now inside it
+        any_below, all_below = any_below | (on & bm), all_below & (~on | bm)
+    for _, _, _, up in inner:
+        n_up = n_up + up.astype(n_up.dtype)
 
-    def bracket_of_grid(j):
-        i = jnp.clip((j - 1) // 2, 0, n_grid - 2)
-        return u[i], u[i + 1], g[i], g[i + 1]
-
-    inner = []  # per placed step: its two transitions (j, (lo, hi, g_lo, g_hi), down?, up?)
-    for k, um, gm in placed:
-        kk = jnp.maximum(k, 0)
-        on, g0, g1, bm = k >= 0, g[kk], g[kk + 1], gm < 0
-        inner.append((2 * kk, (u[kk], um, g0, gm), on & ~(g0 < 0) & bm, on & (g0 < 0) & ~bm))
-        inner.append((2 * kk + 1, (um, u[kk + 1], gm, g1), on & ~bm & (g1 < 0), on & bm & ~(g1 < 0)))
-
-    def first(mask, which):  # (any, bracket) of the first transition of `mask` (grid) / `which` (inner)
-        j = jnp.min(jnp.where(mask, j_grid, big))
-        for ji, _, dn, upw in inner:
-            j = jnp.minimum(j, jnp.where(dn if which == "down" else upw, ji, big))
-        return j < big, _select(j, bracket_of_grid(j), which)
-
-    def last(mask, which):
-        j = jnp.max(jnp.where(mask, j_grid, -1))
-        for ji, _, dn, upw in inner:
-            j = jnp.maximum(j, jnp.where(dn if which == "down" else upw, ji, -1))
-        return j >= 0, _select(j, bracket_of_grid(j), which)
-
-    def _select(j, grid_bracket, which):
+    def pick(grid_step, grid_bracket, kind, last):
+        """(any, bracket) of the first (last) transition of a kind, of the plain grid steps and the inner ones."""
+        plain = (grid_step >= 0) & (grid_step < n_steps)
+        for k, *_ in placed:
+            plain = plain & (grid_step != k)
+        none = none_last if last else none_first
+        best = jnp.where(plain, 2 * grid_step + 1, none)
         br = grid_bracket
-        for ji, inner_br, dn, upw in inner:
-            here = (j == ji) & (dn if which == "down" else upw)
-            br = tuple(jnp.where(here, x, y) for x, y in zip(inner_br, br))
-        return br
+        for j, inner_br, down, up in inner:
+            flag = down if kind == "down" else up
+            better = flag & ((j > best) if last else (j < best))
+            best = jnp.where(better, j, best)
+            br = tuple(jnp.where(better, x, y) for x, y in zip(inner_br, br))
+        return best != none, br
 
-    any_down, fd = first(down_g, "down")
-    _, ld = last(down_g, "down")
-    any_up, fu = first(up_g, "up")
+    any_down, fd = pick(w.first_down[0], w.first_down[1:], "down", False)
+    _, ld = pick(w.last_down[0], w.last_down[1:], "down", True)
+    any_up, fu = pick(w.first_up[0], w.first_up[1:], "up", False)
     brackets = [fd, ld, fu]
-    n_up = jnp.sum(up_g)
-    any_below, all_below = jnp.any(b), jnp.all(b)
-    for k, _, gm in placed:
-        any_below, all_below = any_below | ((k >= 0) & (gm < 0)), all_below & ((k < 0) | (gm < 0))
-    for _, _, _, upw in inner:
-        n_up = n_up + upw.astype(n_up.dtype)
+    below_first, below_last = w.g_first < 0, w.g_last < 0
     if max_dips:  # one curve (the CLI): the samples in order, and the j-th transitions of each kind
-        ua, ga = u[:-1], g[:-1]
+        steps = jnp.arange(n_steps, dtype=jnp.int32)
+        ua, ga = u[:-1], g_grid[:-1]
         u_in, g_in = ua, ga
-        for k, um, gm in placed:
+        for k, um, gm, _, _ in placed:
             u_in, g_in = jnp.where(steps == k, um, u_in), jnp.where(steps == k, gm, g_in)
         us = jnp.concatenate([jnp.stack([ua, u_in], axis=1).reshape(-1), u[-1:]])
-        gs = jnp.concatenate([jnp.stack([ga, g_in], axis=1).reshape(-1), g[-1:]])
+        gs = jnp.concatenate([jnp.stack([ga, g_in], axis=1).reshape(-1), g_grid[-1:]])
         below = gs < 0
         down, up = ~below[:-1] & below[1:], below[:-1] & ~below[1:]
         j_up = jnp.nonzero(up, size=max_dips, fill_value=0)[0]
         j_down = jnp.nonzero(down, size=max_dips, fill_value=0)[0]
-        start_j = jnp.where(b[0], jnp.concatenate([j_down[:1], j_down[:-1]]), j_down)
+        start_j = jnp.where(below_first, jnp.concatenate([j_down[:1], j_down[:-1]]), j_down)
         js = jnp.concatenate([j_up, start_j])
         brackets += [(us[j], us[j + 1], gs[j], gs[j + 1]) for j in (js[i] for i in range(2 * max_dips))]
 
@@ -243,16 +220,82 @@ def sign_changes(values, gap, x_max, n_grid, n_bisect, dtype, n_refine=2, refine
     else:
         x = jnp.exp(jnp.stack([locate(*q) for q in brackets]))
     nan = jnp.asarray(jnp.nan, dtype)
-    first_below = jnp.where(b[0], jnp.asarray(1.0, dtype), jnp.where(any_down, x[0], nan))
+    first_below = jnp.where(below_first, jnp.asarray(1.0, dtype), jnp.where(any_down, x[0], nan))
     if max_dips:
         d = jnp.arange(max_dips)
         ok = d < n_up
-        starts = jnp.where(b[0] & (d == 0), jnp.asarray(1.0, dtype), x[3 + max_dips:])
+        starts = jnp.where(below_first & (d == 0), jnp.asarray(1.0, dtype), x[3 + max_dips:])
         dips_from, dips_to = jnp.where(ok, starts, nan), jnp.where(ok, x[3:3 + max_dips], nan)
     else:
         dips_from = dips_to = jnp.zeros((0,), dtype)
-    return SignChanges(outputs=outs, below_first=b[0], below_last=b[-1], any_below=any_below,
-                       all_below=all_below, first_below=first_below,
-                       last_down=jnp.where(b[-1] & any_down, x[1], nan),
+    return SignChanges(outputs=jax.tree.map(lambda v: jnp.asarray(v)[None], outs), below_first=below_first,
+                       below_last=below_last, any_below=any_below, all_below=all_below, first_below=first_below,
+                       last_down=jnp.where(below_last & any_down, x[1], nan),
                        first_up=jnp.where(any_up, x[2], nan), n_up=n_up, dips_from=dips_from, dips_to=dips_to,
                        samples=n_grid + n_refine)
+
+
+class _Walk(NamedTuple):
+    """What `sign_changes` keeps of the grid (`_walk`). A transition is (grid step i, u_i, u_i+1, g_i,
+    g_i+1), its step -1 (last) or n_grid (first) if there is none."""
+
+    g_first: float
+    g_last: float
+    any_below: bool
+    all_below: bool
+    n_up: int
+    first_down: tuple
+    last_down: tuple
+    first_up: tuple
+    picks: list   # n_refine x (score, c, (g_c, g_c+1, g_c+2)): the best extremum candidates at grid point c + 1
+
+
+def _walk(g_of, u, g0, n_grid, n_refine, keep_grid=False):
+    """One loop over the grid points 1..n_grid-1 (g0 = g at point 0): a `_Walk`, and the grid's g values if
+    `keep_grid` (else None). The candidates are ranked as `argmax` over the scores would rank them (the first
+    of equal scores first): score = -g at a discrete local minimum with g >= 0, g at a local maximum with
+    g < 0, -inf elsewhere (a dip or a bump nearest to a sign change first)."""
+    i32 = jnp.int32
+    neg = jnp.asarray(-jnp.inf, g0.dtype)
+    none_first, none_last = jnp.asarray(n_grid, i32), jnp.asarray(-1, i32)
+    zero = jnp.zeros_like(g0)
+    empty = lambda step: (step, zero, zero, zero, zero)  # noqa: E731
+    count = jax.dtypes.canonicalize_dtype(jnp.int64)  # n_up's dtype: that of `jnp.sum` of booleans
+    state = dict(g1=g0, g2=g0, any_below=g0 < 0, all_below=g0 < 0, n_up=jnp.zeros((), count),
+                 first_down=empty(none_first), last_down=empty(none_last), first_up=empty(none_first),
+                 picks=[(neg, jnp.zeros((), i32), (zero, zero, zero)) for _ in range(n_refine)])
+
+    def body(st, i):
+        ui = u[i]
+        gi = g_of(ui)
+        gp, gpp = st["g1"], st["g2"]  # g at points i - 1 and i - 2
+        bp, bi = gp < 0, gi < 0
+        down, up = ~bp & bi, bp & ~bi
+        tr = (i - 1, u[i - 1], ui, gp, gi)
+        sel = lambda flag, new, old: tuple(jnp.where(flag, a, b) for a, b in zip(new, old))  # noqa: E731
+        out = dict(g1=gi, g2=gp, any_below=st["any_below"] | bi, all_below=st["all_below"] & bi,
+                   n_up=st["n_up"] + up.astype(count),
+                   first_down=sel(down & (st["first_down"][0] == none_first), tr, st["first_down"]),
+                   last_down=sel(down, tr, st["last_down"]),
+                   first_up=sel(up & (st["first_up"][0] == none_first), tr, st["first_up"]))
+        # the candidate at grid point i - 1 (from i = 2 on), inserted into the ranked picks
+        is_min = (gp < gpp) & (gp <= gi) & (gp >= 0)
+        is_max = (gp > gpp) & (gp >= gi) & (gp < 0)
+        score = jnp.where(i >= 2, jnp.where(is_min, -gp, jnp.where(is_max, gp, neg)), neg)
+        cand = (score, i - 2, (gpp, gp, gi))
+        picks = list(st["picks"])
+        for p in range(n_refine):  # strictly better than pick p: it goes there, the rest move down
+            better = cand[0] > picks[p][0]
+            new_p = (jnp.where(better, cand[0], picks[p][0]), jnp.where(better, cand[1], picks[p][1]),
+                     tuple(jnp.where(better, a, b) for a, b in zip(cand[2], picks[p][2])))
+            cand = (jnp.where(better, picks[p][0], cand[0]), jnp.where(better, picks[p][1], cand[1]),
+                    tuple(jnp.where(better, b, a) for a, b in zip(cand[2], picks[p][2])))
+            picks[p] = new_p
+        out["picks"] = picks
+        return out, (gi if keep_grid else None)
+
+    st, gs = jax.lax.scan(body, state, jnp.arange(1, n_grid, dtype=i32))
+    g_grid = jnp.concatenate([g0[None], gs]) if keep_grid else None
+    return _Walk(g_first=g0, g_last=st["g1"], any_below=st["any_below"], all_below=st["all_below"], n_up=st["n_up"],
+                 first_down=st["first_down"], last_down=st["last_down"], first_up=st["first_up"],
+                 picks=st["picks"]), g_grid
