@@ -117,7 +117,7 @@ def sign_changes(values, gap, x_max, n_grid, n_bisect, dtype, n_refine=2, refine
         change first); refine_iters golden-section steps each.
       max_dips: how many closed below-intervals to locate (static; 0 for sweeps).
       batched: static; refine the extrema in one vmapped golden search and locate every crossing in one
-        vmapped loop, so `values` is traced 4 times instead of n_refine + 3 + 2 max_dips + 1: for one
+        vmapped loop, so `values` is traced 4 times instead of n_refine + 3 + 2 max_dips + 2: for one
         curve (the CLI, where tracing is most of a warm run). Inside a vmapped sweep the sequential loops
         run faster on a CPU, so sweeps keep them. Same numbers either way.
       n_root: static; (halvings, Illinois steps) to locate each crossing from the samples on either side of
