@@ -18,12 +18,19 @@ The bare kernel is the `throughput.py` step kernel (random batch, k, alpha, cont
 pair (big.toml's MoE pair on the H200); `step_grid` is the same points gathered from the grid as a sweep
 point is, and `big_grid` big.toml's own grid (efficiencies per point), for `big`.
 
-Usage: python bench/reductions.py [--rows N] [--repeats N] [--only crossover,max_speedup,...]
+Each chunk kernel's compile time (`lower().compile()`, wall and CPU) is printed beside its rate. `--ab DIR`
+also times the crossover with the curve search of another checkout (DIR/specjax/cost/_search.py's
+`sign_changes`, with 28 halvings per crossing as before issue 30; everything else this checkout's), the
+two interleaved `--rounds` times in this process, each round with the bare kernel again: an A/B on a
+noisy machine. (PYTHONPATH does not select another checkout: `common` puts this one first.)
+
+Usage: python bench/reductions.py [--rows N] [--repeats N] [--only crossover,max_speedup,...] [--ab DIR]
 The last line printed is one JSON object.
 """
 
 import argparse
 import json
+import pathlib
 import time
 
 from common import ROOT  # noqa: E402,F401  (first: sets XLA_FLAGS before jax)
@@ -77,6 +84,53 @@ BARE_FOR = {"crossover": "step", "max_speedup": "step", "best_k_brute": "step", 
             "serve": "step_serve", "big": "big_grid"}
 
 
+def search_of(checkout):
+    """`sign_changes` of another checkout's `specjax/cost/_search.py` (it imports only jax), called as
+    `crossover.find` calls this checkout's, with 28 halvings per crossing."""
+    import importlib.util
+    path = pathlib.Path(checkout) / "specjax" / "cost" / "_search.py"
+    mod_spec = importlib.util.spec_from_file_location("_search_ab", path)
+    mod = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(mod)
+
+    def sign_changes(values, gap, x_max, n_grid, n_bisect, dtype, n_root=None, **kw):
+        return mod.sign_changes(values, gap, x_max, n_grid, 28, dtype, **kw)
+    return sign_changes
+
+
+def ab(s, checkout, rows, repeats, rounds):
+    """Interleaved rows/s of the crossover chunk kernel with this checkout's search and with `checkout`'s,
+    and the bare step rate, `rounds` times: {name: [(rows/s, rows/CPU-s), ...]}, compile seconds."""
+    from specjax.search import crossover
+    ours = crossover.sign_changes
+    kernels, compile_s = {}, {}
+    n_dev = len(jax.local_devices())
+    chunk = min(rows, s.rows_per_combo)
+    chunk -= chunk % n_dev
+    idx = sweep._index_dtype()
+    args = (jnp.asarray(0, idx), jnp.asarray(s.rows_per_combo, idx), *sweep.inputs(s, 0))
+    try:
+        for name, fn in (("theirs", search_of(checkout)), ("ours", ours)):
+            crossover.sign_changes = fn
+            sweep_kernel.chunk_kernel.cache_clear()
+            kern = sweep_kernel.chunk_kernel(chunk, n_dev, sweep_kernel.config(s))
+            t0, c0 = time.perf_counter(), time.process_time()
+            kernels[name] = kern.lower(*args).compile()
+            compile_s[name] = (time.perf_counter() - t0, time.process_time() - c0)
+    finally:
+        crossover.sign_changes = ours
+        sweep_kernel.chunk_kernel.cache_clear()
+    bare_spec = _spec.from_text(HEAD + AXES + BATCH96 + '\n[reduce]\nkind = "none"\n', "step.toml")
+    out = {"bare": [], "ours": [], "theirs": []}
+    for _ in range(rounds):
+        out["bare"].append(throughput_rate(bare_spec, 1 << 21, repeats))
+        for name, k in kernels.items():
+            jax.block_until_ready(k(*args))
+            wall, cpu = timed(lambda: jax.block_until_ready(k(*args)), repeats)  # noqa: B023
+            out[name].append((chunk / wall, chunk / cpu))
+    return out, compile_s
+
+
 def chunk_rate(s, rows, repeats):
     """(rows/s, rows timed) of the sweep chunk kernel of spec `s` on its first combination."""
     n_dev = len(jax.local_devices())
@@ -85,10 +139,13 @@ def chunk_rate(s, rows, repeats):
     kern = sweep_kernel.chunk_kernel(chunk, n_dev, sweep_kernel.config(s))
     idx = sweep._index_dtype()
     args = (jnp.asarray(0, idx), jnp.asarray(s.rows_per_combo, idx), *sweep.inputs(s, 0))
-    run = lambda: jax.block_until_ready(kern(*args))  # noqa: E731
+    t0, c0 = time.perf_counter(), time.process_time()
+    compiled = kern.lower(*args).compile()
+    compile_s = (time.perf_counter() - t0, time.process_time() - c0)
+    run = lambda: jax.block_until_ready(compiled(*args))  # noqa: E731
     run()
     wall, cpu = timed(run, repeats)
-    return chunk / wall, chunk / cpu, chunk
+    return chunk / wall, chunk / cpu, chunk, compile_s
 
 
 def bare_rate(s, points, repeats):
@@ -145,6 +202,8 @@ def main():
     ap.add_argument("--points", type=int, default=4_194_304, help="points of the bare kernels")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--only", default=",".join(SPECS), help="comma-separated reductions")
+    ap.add_argument("--ab", default=None, help="another checkout: A/B of the crossover search against it")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of --ab")
     args = ap.parse_args()
     wanted = [w for w in args.only.split(",") if w]
     specs = {name: _spec.from_text(SPECS[name][0], f"{name}.toml") for name in wanted}
@@ -170,13 +229,27 @@ def main():
     for name in wanted:
         s = specs[name]
         per_row = reductions.get(s.reduce).per_row(s)
-        rows_per_s, rows_per_cpu_s, rows = chunk_rate(s, args.rows, args.repeats)
+        rows_per_s, rows_per_cpu_s, rows, (compile_wall, compile_cpu) = chunk_rate(s, args.rows, args.repeats)
         evals = rows_per_s * per_row
         share, cpu_share = evals / bare[BARE_FOR[name]][0], rows_per_cpu_s * per_row / bare[BARE_FOR[name]][1]
         print(f"{name:<18} {rows_per_s:12,.0f} rows/s x {per_row:4d} = {evals:14,.0f} evaluations/s = "
-              f"{share:5.2f} [{cpu_share:5.2f}] of bare   ({rows:,} rows; {SPECS[name][1]})")
+              f"{share:5.2f} [{cpu_share:5.2f}] of bare   ({rows:,} rows; {SPECS[name][1]}; compiled in "
+              f"{compile_wall:.1f} s [{compile_cpu:.1f} CPU-s])")
         result["reductions"][name] = dict(rows_per_s=rows_per_s, per_row=per_row, evaluations_per_s=evals,
-                                          share_of_bare=share, cpu_share_of_bare=cpu_share)
+                                          share_of_bare=share, cpu_share_of_bare=cpu_share, compile_s=compile_wall,
+                                          compile_cpu_s=compile_cpu)
+    if args.ab:
+        s = _spec.from_text(SPECS["crossover"][0], "crossover.toml")
+        per_row = reductions.get(s.reduce).per_row(s)
+        runs, compile_s = ab(s, args.ab, args.rows, args.repeats, args.rounds)
+        print(f"A/B of the crossover search against {args.ab} (interleaved, {args.rounds} rounds; share of the "
+              "bare rate measured in the same round):")
+        for name in ("theirs", "ours"):
+            line = ", ".join(f"{r:,.0f} rows/s {r * per_row / b[0]:.2f} [{rc * per_row / b[1]:.2f}]"
+                             for (r, rc), b in zip(runs[name], runs["bare"]))
+            print(f"  {name:<6} compiled in {compile_s[name][0]:.1f} s [{compile_s[name][1]:.1f} CPU-s]; {line}")
+        result["ab"] = dict(checkout=args.ab, bare=runs["bare"], ours=runs["ours"], theirs=runs["theirs"],
+                            compile_s=compile_s)
     print(json.dumps(result))
 
 

@@ -346,3 +346,20 @@ def request_tpot_simulation(iteration_s, rates, k, sigma, n=100_000, seed=0, per
     tpot = iteration_s / t
     return dict(percentiles=np.percentile(tpot, percentiles), mean_tpot=float(tpot.mean()),
                 harmonic_tau=float(1.0 / np.mean(1.0 / t)), mean_tau=float(t.mean()))
+
+
+
+def sign_change_points(x, g):
+    """(down, up): lists of where a densely sampled g(x) goes below zero and where it comes back (g = 0
+    counts as not below), each located by linear interpolation of g in log x between the two samples
+    around it. The reference for the crossover searches (`cost._search.sign_changes`), independent of
+    their grid, refinement and root finder."""
+    x, g = [float(v) for v in x], [float(v) for v in g]
+    down, up = [], []
+    for i in range(len(x) - 1):
+        b0, b1 = g[i] < 0, g[i + 1] < 0
+        if b0 != b1:
+            t = g[i] / (g[i] - g[i + 1])
+            lx0, lx1 = math.log(x[i]), math.log(x[i + 1])
+            (down if b1 else up).append(math.exp(lx0 + t * (lx1 - lx0)))
+    return down, up
