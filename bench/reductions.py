@@ -40,7 +40,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 
-from specjax.cost.speculative import Decode, step  # noqa: E402
+from specjax.cost.speculative import step  # noqa: E402
 from specjax.engine import grid, sweep, sweep_kernel  # noqa: E402
 from specjax.inputs import spec as _spec  # noqa: E402
 from specjax.search import reductions  # noqa: E402
