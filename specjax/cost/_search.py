@@ -19,7 +19,6 @@ import jax
 import jax.numpy as jnp
 
 
-
 def bisect(is_low, lo, hi, iters):
     """Shrink [lo, hi] around the point where `is_low(x)` turns False (True below it, False above).
 

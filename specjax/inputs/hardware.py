@@ -19,12 +19,13 @@ import numpy as np
 from .. import catalogue
 from .dtypes import COMPUTE_DTYPES
 from ..errors import SpecError, field_error, path_exists, unknown_name
+from . import listing
 from .presets import read_toml
 from ..cost.trees import Hardware
 
 __all__ = ["Hardware", "HardwareProfile", "load", "preset_slugs", "profile_from_dict", "RATES"]
 
-PRESET_DIR = pathlib.Path(__file__).parents[1] / "presets" / "hardware"  # `listing.HARDWARE_DIR`
+PRESET_DIR = listing.HARDWARE_DIR  # declared where `specjax presets` reads it without JAX
 DEFAULT_LINK_LATENCY_S = 5e-6  # per all-reduce when a file gives none (not in the hardware sources)
 
 
@@ -107,8 +108,8 @@ def profile_from_dict(data, slug, source):
 
 @functools.cache
 def preset_slugs():
-    """Slugs of the packaged hardware presets (package files: read once per process)."""
-    return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
+    """Slugs of the packaged hardware presets (`listing.hardware_slugs`)."""
+    return listing.hardware_slugs()
 
 
 def load(name_or_path):

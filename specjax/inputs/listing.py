@@ -9,7 +9,7 @@ from .. import catalogue
 from . import models
 from .presets import read_toml
 
-HARDWARE_DIR = pathlib.Path(__file__).parents[1] / "presets" / "hardware"  # `hardware.PRESET_DIR`
+HARDWARE_DIR = pathlib.Path(__file__).parents[1] / "presets" / "hardware"  # `hardware.PRESET_DIR` is this
 
 
 def model_rows():
@@ -25,9 +25,14 @@ def model_rows():
     return rows
 
 
+def hardware_slugs():
+    """Slugs of the packaged hardware presets (`hardware.preset_slugs`)."""
+    return sorted(p.stem for p in HARDWARE_DIR.glob("*.toml"))
+
+
 def hardware_rows():
     """One dict per hardware preset: slug, name, bf16 TFLOP/s, HBM TB/s and GB, the compute dtypes with a peak."""
-    slugs = sorted(p.stem for p in HARDWARE_DIR.glob("*.toml"))
+    slugs = hardware_slugs()
     rows = []
     for slug in slugs:
         data, _, src = read_toml(slug, "hardware", HARDWARE_DIR, slugs)

@@ -31,8 +31,8 @@ METRICS = {
 }
 REQUIRED = ("series", "target", "hardware", "tp", "weight_dtype", "input_len", "output_len", "metric", "value_s",
             "source_url")
-OPTIONAL = ("engine", "engine_version", "ep", "dp_attention", "kv_dtype", "expert_dtype", "compute_dtype", "concurrency", "qps",
-            "batch", "dataset", "t_base_s", "approximate", "note")
+OPTIONAL = ("engine", "engine_version", "ep", "dp_attention", "kv_dtype", "expert_dtype", "compute_dtype",
+            "concurrency", "qps", "batch", "dataset", "t_base_s", "approximate", "note")
 LOADS = cells.LOADS  # exactly one per row
 
 
@@ -67,8 +67,8 @@ class StepRow(cells.Measured):
 
         return Scenario(target=self.target, hardware=self.hardware, tp=self.tp, ep=self.ep,
                         dp_attention=self.dp_attention, weight_dtype=self.weight_dtype, expert_dtype=self.expert_dtype,
-                        kv_dtype=self.kv_dtype, compute_dtype=self.compute_dtype, drafter="ngram", k=1, alpha=0.5, input_len=self.input_len,
-                        output_len=self.output_len, engine=engines.PURE, roofline=roofline)
+                        kv_dtype=self.kv_dtype, compute_dtype=self.compute_dtype, drafter="ngram", k=1, alpha=0.5,
+                        input_len=self.input_len, output_len=self.output_len, engine=engines.PURE, roofline=roofline)
 
 
 def is_step_file(columns):
@@ -104,10 +104,9 @@ def rows(df, p):
         if r["metric"] == "decode_step" and given[0] != "batch":
             raise cells.err(p, line, "metric", "decode_step", "a metric of a row under load (tpot, itl, itl_p50, "
                                 "inv_tput, e2e_request_latency); decode_step needs a batch")
-        if cell("weight_dtype") and cell("weight_dtype") not in BYTES_PER_ELEMENT:
-            raise cells.err(p, line, "weight_dtype", r["weight_dtype"], f"one of {', '.join(BYTES_PER_ELEMENT)}")
-        if not cell("weight_dtype"):
-            raise cells.err(p, line, "weight_dtype", "", f"one of {', '.join(BYTES_PER_ELEMENT)}")
+        if cell("weight_dtype") not in BYTES_PER_ELEMENT:  # required: an empty cell is refused too
+            raise cells.err(p, line, "weight_dtype", r["weight_dtype"] if cell("weight_dtype") else "",
+                            f"one of {', '.join(BYTES_PER_ELEMENT)}")
         value = cells.number(p, line, "value_s", r["value_s"], "seconds > 0", lambda v: 0 < v < 1e5)
         layout = {c: v for c in ("ep", "dp_attention") if (v := cells.model_input(p, line, c, r.get(c))) is not None}
         engine = cell("engine")
