@@ -413,3 +413,66 @@ def test_gpu_sections_only_for_hardware_presets(tmp_path):
     bad.write_text("name = 'x'\n[hardware.my-gpu]\nhbm_efficiency = 0.8\n")
     with pytest.raises(SpecError, match="hardware table"):
         engines.load(str(bad))
+
+
+def _plain_rows(specs):
+    """Plain decode-step rows (`inputs.steps`) at a batch: (target, hardware, batch) each, value 10 ms."""
+    from specjax.inputs import steps
+
+    return steps.check_buildable([
+        steps.StepRow(line=i + 2, series=f"{tgt}-{hw}", target=tgt, hardware=hw, tp=1, weight_dtype="bf16",
+                      input_len=1000.0, output_len=200.0, metric="decode_step", value_s=0.01,
+                      source_url=f"https://x.org/{hw}", engine="roofline", batch=float(b))
+        for i, (tgt, hw, b) in enumerate(specs)])
+
+
+def test_gpu_terms_hold_a_section_term_for_that_gpus_rows_only():
+    """`calibrate.fit(gpu_terms=...)`: a GPU section's term replaces the fitted value on that GPU's rows and
+    nowhere else; every other row's residual is the plain fit's (by hand on four rows)."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    rows = _plain_rows([("llama-3.1-8b", "h100-sxm", 8), ("llama-3.1-8b", "mi300x", 8),
+                        ("llama-3.1-8b", "h100-sxm", 64), ("llama-3.1-8b", "mi300x", 64)])
+    vals = {**calibrate.PRIORS, "kernel_overhead_s": 2e-6}
+    over = calibrate._data(rows, jnp.float64, {"mi300x": {"kernel_overhead_s": 9e-6}})
+    plain = calibrate._data(rows, jnp.float64)
+    got = np.asarray(calibrate._residuals(vals, over))
+    fitted = np.asarray(calibrate._residuals(vals, plain))
+    section = np.asarray(calibrate._residuals({**vals, "kernel_overhead_s": 9e-6}, plain))
+    on_mi300x = np.array([r.hardware == "mi300x" for r in rows])
+    np.testing.assert_allclose(got, np.where(on_mi300x, section, fitted), rtol=1e-12)
+    # the section's term matters on those rows: 7 us more per kernel (a 8B model runs ~300 a pass)
+    assert np.all(section[on_mi300x] - fitted[on_mi300x] > 0.05)
+
+
+def test_a_sections_rows_inform_the_engines_overheads():
+    """One target on the majority GPU cannot tell a per-layer cost from a per-kernel one (its kernels are a fixed
+    multiple of its layers); a MoE target on a GPU with a section of its own (a different kernels-per-layer
+    ratio) can. Made by the model with known terms and 0.2% noise, the MI300X rows at their section's eta_W:
+    with them (`gpu_terms`) both overheads come back within 5%; a fit of the H100 rows alone identifies at most
+    one of the two."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    true = {**calibrate.PRIORS, "layer_overhead_s": 3e-5, "kernel_overhead_s": 3e-6}
+    specs = ([("llama-3.1-8b", "h100-sxm", b) for b in (1, 4, 16, 64, 256)]
+             + [("qwen3-30b-a3b", "mi300x", b) for b in (1, 4, 16, 64, 128)])
+    rows = _plain_rows(specs)
+    section = {"mi300x": {"hbm_efficiency": 0.7}}
+    profile = engines.EngineProfile(slug="truth", name="truth", values=true, per_hardware=section)
+    df, _ = validate.evaluate(rows, profile, dtype=jnp.float64)
+    rng = np.random.default_rng(5)
+    made = [dataclasses.replace(r, value_s=float(v) * float(np.exp(0.002 * rng.standard_normal())))
+            for r, v in zip(rows, df["predicted_s"])]
+    fields = ("layer_overhead_s", "kernel_overhead_s")
+    cal = calibrate.fit(made, holdout_fraction=0.0, steps=3000, dtype=jnp.float64, fields=fields, gpu_terms=section)
+    for name in fields:
+        assert name in cal.identified, (name, cal.std_errors)
+        assert cal.values[name] == pytest.approx(true[name], rel=0.05), (name, cal.values)
+    try:
+        alone = calibrate.fit([r for r in made if r.hardware == "h100-sxm"], holdout_fraction=0.0, steps=800,
+                              dtype=jnp.float64, fields=fields).identified
+    except SpecError:
+        alone = ()
+    assert len(alone) < 2, alone

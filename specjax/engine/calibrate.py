@@ -125,7 +125,19 @@ def _plain_data(rows, weight, dtype):
     return blocks, used, weights
 
 
-def _data(rows, dtype):
+def _overrides(rows, gpu_terms, dtype):
+    """Per-row engine terms that a GPU section fixes for its rows (`gpu_terms`: hardware slug -> {term: value}):
+    term -> (mask over `rows`, values), for `_with_terms`."""
+    out = {}
+    for n in sorted({n for terms in (gpu_terms or {}).values() for n in terms}):
+        mask = [n in (gpu_terms or {}).get(r.hardware, {}) for r in rows]
+        if any(mask):
+            vals = [(gpu_terms or {}).get(r.hardware, {}).get(n, 0.0) for r in rows]
+            out[n] = (jnp.asarray(mask), jnp.asarray(vals, dtype))
+    return out
+
+
+def _data(rows, dtype, gpu_terms=None):
     """The arrays the loss needs: speedup rows (`_speedup_data`) and plain step times under load
     (`_plain_data`), each row weighted so that every source weighs the same, `used` marking the
     residuals that count (in `_residuals`' order)."""
@@ -136,9 +148,12 @@ def _data(rows, dtype):
         spd = [i for i, r in enumerate(rows) if not r.is_step and r.load_kind == kind]
         if spd:
             data["speedups"][kind], u, w = _speedup_data([rows[i] for i in spd], weight[spd], dtype, kind)
+            data["speedups"][kind]["over"] = _overrides([rows[i] for i in spd], gpu_terms, dtype)
             used.append(u), weights.append(w)
     if plain:
         data["plain"], u, w = _plain_data([rows[i] for i in plain], weight[plain], dtype)
+        for kind, blk in data["plain"].items():
+            blk["over"] = _overrides([rows[i] for i in plain if rows[i].load_kind == kind], gpu_terms, dtype)
         used += u
         weights += w
     data["used"] = jnp.asarray(np.concatenate(used))
@@ -157,10 +172,16 @@ def _values(z, fit, held):
     return {n: one(n) for n in FIELDS}
 
 
-def _with_terms(hw, vals):
-    """Stacked hardware with every engine term set to its (fitted or held) value."""
-    return hw.replace(**{n: jnp.broadcast_to(jnp.asarray(v, hw.flops_per_s.dtype), hw.flops_per_s.shape)
-                         for n, v in vals.items()})
+def _with_terms(hw, vals, over=None):
+    """Stacked hardware with every engine term set to its (fitted or held) value, but where a GPU section
+    fixes a term for a row (`over`: term -> (row mask, values), `_overrides`)."""
+    def one(n, v):
+        v = jnp.broadcast_to(jnp.asarray(v, hw.flops_per_s.dtype), hw.flops_per_s.shape)
+        if over and n in over:
+            mask, fixed = over[n]
+            v = jnp.where(mask, fixed.astype(v.dtype), v)
+        return v
+    return hw.replace(**{n: one(n, v) for n, v in vals.items()})
 
 
 def _speedup_residuals(vals, data, kind="batch"):
@@ -168,7 +189,7 @@ def _speedup_residuals(vals, data, kind="batch"):
     model of the row's load, `validate.load_ratio`) of non-anchor rows, then step times where measured
     (rows per batch only; rows at load carry none: those entries do not count)."""
     hw, deploy, tgt, dr, dec = data["stacked"]
-    hw = _with_terms(hw, vals)
+    hw = _with_terms(hw, vals, data.get("over"))
     metric = data["metric"]
     load = {} if kind == "batch" else dict(kind=kind)
     anchor_of, sel = data["anchor_of"], data["anchor_rows"]
@@ -204,7 +225,7 @@ def _residuals(vals, data):
         blk = plain[kind]
         hw, deploy, tgt, dr, dec = blk["stacked"]
         pred, _ = jax.vmap(lambda *a, kind=kind: validate.plain_at(kind, *a))(
-            _with_terms(hw, vals), deploy, tgt, dr, dec, blk["n"], blk["metric"])
+            _with_terms(hw, vals, blk.get("over")), deploy, tgt, dr, dec, blk["n"], blk["metric"])
         out.append(jnp.log(pred) - jnp.log(blk["meas"]))
     return jnp.where(data["used"], jnp.concatenate(out), 0.0)
 
@@ -336,7 +357,7 @@ class Calibration:
 
 
 def fit(rows, *, name="calibrated", hbm_efficiency=0.85, holdout_fraction=0.3, steps=1500, learning_rate=0.05,
-        dtype=jnp.float32, train_series=None, fields=None, progress=None, prior=None):
+        dtype=jnp.float32, train_series=None, fields=None, progress=None, prior=None, gpu_terms=None):
     """Calibrate one engine profile on the training series of `rows`; returns a `Calibration`.
 
     `rows`: speedup rows (`inputs.measured`) and plain step times under load (`inputs.steps`), in any mix.
@@ -344,7 +365,9 @@ def fit(rows, *, name="calibrated", hbm_efficiency=0.85, holdout_fraction=0.3, s
     but `SERVING_ONLY` (eta_P: only prefill uses it) where no training row is a plain time under load.
     `prior`: values to start from and to hold the unidentified terms at (default `PRIORS`), e.g. a
     profile pooled over every engine, so that an engine's own data refines what it identifies.
-    `progress`: callable(stage, done, total, loss) or None."""
+    `progress`: callable(stage, done, total, loss) or None.
+    `gpu_terms`: hardware slug -> {term: value} held for that GPU's rows only (a GPU section's own terms,
+    `transfer.fit_engine`): those rows inform every other term at their section's values."""
     rows = [r for r in rows if not r.unsupported]  # speedups and plain step times, at every load
     speedups = [r for r in rows if not r.is_step]
     bad = dict(zip(map(id, speedups), validate.inconsistent(speedups))) if speedups else {}
@@ -365,7 +388,7 @@ def fit(rows, *, name="calibrated", hbm_efficiency=0.85, holdout_fraction=0.3, s
     if not has_times:  # speedups fix only ratios of times: hold eta_W
         held["hbm_efficiency"] = float(hbm_efficiency) if prior is None else held["hbm_efficiency"]
         candidates = tuple(f for f in candidates if f != "hbm_efficiency")
-    data = _data(tr_rows, dtype)
+    data = _data(tr_rows, dtype, gpu_terms)
     if not np.asarray(data["used"]).any():
         raise SpecError("nothing to fit: every training row is an acceptance anchor and no row has step times "
                         "(give acceptance_rate / accepted_length, more batches per series, or t_base_s)")

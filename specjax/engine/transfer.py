@@ -19,6 +19,7 @@ from . import calibrate, validate
 
 MIN_ROWS = 8  # an engine needs this many supported training rows to get a profile of its own
 MIN_SECTION_ROWS = 6  # rows of an engine on one GPU that earn a [hardware.<slug>] section (`minority_hardware`)
+ROUNDS = 2  # `fit_engine`'s alternations: base, sections, then base on every row and sections again
 POOLED = "*"  # key of the pooled profile in a profiles dict (`measured.engine_profile` falls back to it)
 
 
@@ -51,28 +52,61 @@ def in_sections(rows):
     return [r.hardware in minority[r.engine_name] for r in rows]
 
 
-def fit_engine(rows, name, prior=None, steps=600, dtype=jnp.float32, progress=None):
-    """An engine's `Calibration` on its rows outside `minority_hardware`, and one per minority GPU on that
-    GPU's rows (`SECTION_FIELDS` only), starting from (and holding at) the engine's values:
-    (base, {hardware slug: Calibration})."""
-    minority = minority_hardware(rows)
-    base = calibrate.fit([r for r in rows if r.hardware not in minority], name=name, holdout_fraction=0.0,
-                         steps=steps, dtype=dtype, progress=progress, prior=prior)
-    sections = {}
-    for h in minority:  # a GPU whose rows identify no term of their own keeps the engine's values (no section)
+def fit_section(rows, name, prior, steps=600, dtype=jnp.float32, progress=None):
+    """A GPU section's `Calibration` on that GPU's rows (`SECTION_FIELDS`, the rest held at `prior`), or None
+    where its rows identify nothing. Where all the section's terms together leave too few residuals to bound
+    any error (vLLM's six MI300X rows for six terms), each term is tried alone and the identified one that
+    fits best is kept (one step of forward selection): a few rows identify one term, not none."""
+    def one(fields):
         try:
-            sections[h] = calibrate.fit([r for r in rows if r.hardware == h], name=f"{name} on {h}",
-                                        holdout_fraction=0.0, steps=steps, dtype=dtype, progress=progress,
-                                        prior=base.values, fields=SECTION_FIELDS)
+            return calibrate.fit(rows, name=name, holdout_fraction=0.0, steps=steps, dtype=dtype, progress=progress,
+                                 prior=prior, fields=fields)
         except SpecError:
-            continue
+            return None
+    cal = one(SECTION_FIELDS)
+    if cal is not None:
+        return cal
+    alone = [c for c in map(one, ((f,) for f in SECTION_FIELDS)) if c is not None]
+    return min(alone, key=lambda c: float(c.loss_history[-1]), default=None)
+
+
+def section_terms(sections):
+    """Hardware slug -> {term: value} of what each section's rows identified (`calibrate.fit`'s `gpu_terms`)."""
+    return {h: {n: cal.values[n] for n in cal.identified} for h, cal in sections.items() if cal.identified}
+
+
+def fit_engine(rows, name, prior=None, steps=600, dtype=jnp.float32, progress=None, rounds=ROUNDS):
+    """An engine's `Calibration` and one per `minority_hardware` GPU (`fit_section`): (base, {slug: Calibration}).
+
+    The base is fitted first on the rows outside the minority GPUs, then each section on its GPU's rows
+    starting from the base's values; then, `rounds` - 1 times, the base again on every row, a section's rows
+    predicted with the terms their section identified (`gpu_terms`), and the sections again. So a GPU with a
+    section of its own still informs the engine's overheads, which are its software and the same on every
+    GPU (vLLM's MI300X rows, with gpt-oss's 36 layers and 435 kernels, tell a per-layer cost from a
+    per-kernel one that its 8B rows on H100 cannot)."""
+    minority = minority_hardware(rows)
+
+    def base_fit(fit_rows, gpu_terms):
+        return calibrate.fit(fit_rows, name=name, holdout_fraction=0.0, steps=steps, dtype=dtype, progress=progress,
+                             prior=prior, gpu_terms=gpu_terms)
+
+    base = base_fit([r for r in rows if r.hardware not in minority], None)
+    sections = {}
+    for i in range(rounds if minority else 1):
+        if i:
+            base = base_fit(rows, section_terms(sections))
+        sections = {}
+        for h in minority:
+            cal = fit_section([r for r in rows if r.hardware == h], f"{name} on {h}", base.values, steps, dtype,
+                              progress)
+            if cal is not None:  # a GPU whose rows identify nothing keeps the engine's values (no section)
+                sections[h] = cal
     return base, sections
 
 
 def with_sections(profile, sections):
     """`profile` with a `[hardware.<slug>]` table per section: the terms that GPU's rows identified."""
-    per_hw = {h: {n: cal.values[n] for n in cal.identified} for h, cal in sections.items() if cal.identified}
-    return dataclasses.replace(profile, per_hardware={**profile.per_hardware, **per_hw})
+    return dataclasses.replace(profile, per_hardware={**profile.per_hardware, **section_terms(sections)})
 
 
 def fit_profiles(rows, steps=600, dtype=jnp.float32, progress=None):
