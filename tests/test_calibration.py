@@ -444,6 +444,16 @@ def test_gpu_terms_hold_a_section_term_for_that_gpus_rows_only():
     np.testing.assert_allclose(got, np.where(on_mi300x, section, fitted), rtol=1e-12)
     # the section's term matters on those rows: 7 us more per kernel (a 8B model runs ~300 a pass)
     assert np.all(section[on_mi300x] - fitted[on_mi300x] > 0.05)
+    # None: those rows see the fitted value but do not pull it (a term the section did not identify)
+    frozen = calibrate._data(rows, jnp.float64, {"mi300x": {"kernel_overhead_s": None}})
+
+    def res(t, data):
+        return calibrate._residuals({**vals, "kernel_overhead_s": t}, data)
+
+    np.testing.assert_allclose(np.asarray(res(2e-6, frozen)), fitted, rtol=1e-12)
+    grad, grad_plain = (np.asarray(jax.jacfwd(res)(2e-6, d)) for d in (frozen, plain))
+    assert np.all(grad[on_mi300x] == 0) and np.all(grad_plain[on_mi300x] > 0)
+    np.testing.assert_allclose(grad[~on_mi300x], grad_plain[~on_mi300x], rtol=1e-12)
 
 
 def test_a_sections_rows_inform_the_engines_overheads():
@@ -476,3 +486,31 @@ def test_a_sections_rows_inform_the_engines_overheads():
     except SpecError:
         alone = ()
     assert len(alone) < 2, alone
+
+
+def test_section_fit_falls_back_to_its_best_single_term(monkeypatch):
+    """`transfer.fit_section`: where all the section's terms together identify nothing, each is tried alone and
+    the identified one with the lowest loss is kept; none identified: no section. `joint_terms`: a minority GPU's
+    rows at their section's terms, every other section term seen without its gradient (None)."""
+    import types
+
+    from specjax.engine import transfer
+
+    losses = {"hbm_efficiency": 0.3, "expert_traffic": 0.1, "prefill_efficiency": 0.2}
+
+    def fake_fit(rows, *, fields, **kw):
+        if len(fields) > 1 or fields[0] not in losses:
+            raise SpecError("the data identify none of the engine terms")
+        return types.SimpleNamespace(identified=fields, values={fields[0]: 7.0},
+                                     loss_history=np.array([1.0, losses[fields[0]]]))
+
+    monkeypatch.setattr(calibrate, "fit", fake_fit)
+    cal = transfer.fit_section([], "x", {})
+    assert cal.identified == ("expert_traffic",)
+    losses.clear()
+    assert transfer.fit_section([], "x", {}) is None
+    terms = transfer.joint_terms(["mi300x", "h200"], {"mi300x": cal})
+    assert terms["mi300x"]["expert_traffic"] == 7.0
+    assert set(terms["mi300x"]) == set(terms["h200"]) == set(transfer.SECTION_FIELDS)
+    assert all(v is None for n, v in terms["mi300x"].items() if n != "expert_traffic")
+    assert all(v is None for v in terms["h200"].values())

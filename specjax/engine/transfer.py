@@ -71,8 +71,16 @@ def fit_section(rows, name, prior, steps=600, dtype=jnp.float32, progress=None):
 
 
 def section_terms(sections):
-    """Hardware slug -> {term: value} of what each section's rows identified (`calibrate.fit`'s `gpu_terms`)."""
+    """Hardware slug -> {term: value} of what each section's rows identified (a profile's `[hardware.<slug>]`)."""
     return {h: {n: cal.values[n] for n in cal.identified} for h, cal in sections.items() if cal.identified}
+
+
+def joint_terms(minority, sections):
+    """`calibrate.fit`'s `gpu_terms` for an engine's base fit on every row: a minority GPU's rows at the terms its
+    section identified, and seeing the base's other `SECTION_FIELDS` without informing them (how kernels run on
+    that silicon is the section's to say); they inform the overheads only."""
+    own = section_terms(sections)
+    return {h: {n: own.get(h, {}).get(n) for n in SECTION_FIELDS} for h in minority}
 
 
 def fit_engine(rows, name, prior=None, steps=600, dtype=jnp.float32, progress=None, rounds=ROUNDS):
@@ -80,9 +88,9 @@ def fit_engine(rows, name, prior=None, steps=600, dtype=jnp.float32, progress=No
 
     The base is fitted first on the rows outside the minority GPUs, then each section on its GPU's rows
     starting from the base's values; then, `rounds` - 1 times, the base again on every row, a section's rows
-    predicted with the terms their section identified (`gpu_terms`), and the sections again. So a GPU with a
-    section of its own still informs the engine's overheads, which are its software and the same on every
-    GPU (vLLM's MI300X rows, with gpt-oss's 36 layers and 435 kernels, tell a per-layer cost from a
+    predicted with the terms their section identified and informing the overheads only (`joint_terms`), and the
+    sections again. So a GPU with a section of its own still informs the engine's overheads, which are its
+    software and the same on every GPU (vLLM's MI300X rows, with gpt-oss's 36 layers and 435 kernels, tell a per-layer cost from a
     per-kernel one that its 8B rows on H100 cannot)."""
     minority = minority_hardware(rows)
 
@@ -94,7 +102,7 @@ def fit_engine(rows, name, prior=None, steps=600, dtype=jnp.float32, progress=No
     sections = {}
     for i in range(rounds if minority else 1):
         if i:
-            base = base_fit(rows, section_terms(sections))
+            base = base_fit(rows, joint_terms(minority, sections))
         sections = {}
         for h in minority:
             cal = fit_section([r for r in rows if r.hardware == h], f"{name} on {h}", base.values, steps, dtype,
