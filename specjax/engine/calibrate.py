@@ -126,17 +126,14 @@ def _plain_data(rows, weight, dtype):
 
 
 def _overrides(rows, gpu_terms, dtype):
-    """Per-row engine terms that a GPU section sets for its rows (`gpu_terms`: hardware slug -> {term: value}, a
-    value of None meaning "the fitted value, but these rows do not pull it"): term -> (mask of rows the section
-    fixes, their values, mask of rows that see the fitted value without its gradient), for `_with_terms`."""
+    """Per-row engine terms that a GPU section fixes for its rows (`gpu_terms`: hardware slug -> {term: value}):
+    term -> (mask over `rows`, values), for `_with_terms`."""
     out = {}
-    terms = [(gpu_terms or {}).get(r.hardware, {}) for r in rows]
-    for n in sorted({n for t in (gpu_terms or {}).values() for n in t}):
-        fixed = [n in t and t[n] is not None for t in terms]
-        frozen = [n in t and t[n] is None for t in terms]
-        if any(fixed) or any(frozen):
-            vals = [t[n] if f else 0.0 for t, f in zip(terms, fixed)]
-            out[n] = (jnp.asarray(fixed), jnp.asarray(vals, dtype), jnp.asarray(frozen))
+    for n in sorted({n for terms in (gpu_terms or {}).values() for n in terms}):
+        mask = [n in (gpu_terms or {}).get(r.hardware, {}) for r in rows]
+        if any(mask):
+            vals = [(gpu_terms or {}).get(r.hardware, {}).get(n, 0.0) for r in rows]
+            out[n] = (jnp.asarray(mask), jnp.asarray(vals, dtype))
     return out
 
 
@@ -177,12 +174,12 @@ def _values(z, fit, held):
 
 def _with_terms(hw, vals, over=None):
     """Stacked hardware with every engine term set to its (fitted or held) value, but where a GPU section
-    sets a term for a row (`over`, `_overrides`): its own value, or the fitted one without its gradient."""
+    fixes a term for a row (`over`: term -> (row mask, values), `_overrides`)."""
     def one(n, v):
         v = jnp.broadcast_to(jnp.asarray(v, hw.flops_per_s.dtype), hw.flops_per_s.shape)
         if over and n in over:
-            fixed, value, frozen = over[n]
-            v = jnp.where(fixed, value.astype(v.dtype), jnp.where(frozen, jax.lax.stop_gradient(v), v))
+            mask, fixed = over[n]
+            v = jnp.where(mask, fixed.astype(v.dtype), v)
         return v
     return hw.replace(**{n: one(n, v) for n, v in vals.items()})
 
@@ -370,7 +367,7 @@ def fit(rows, *, name="calibrated", hbm_efficiency=0.85, holdout_fraction=0.3, s
     profile pooled over every engine, so that an engine's own data refines what it identifies.
     `progress`: callable(stage, done, total, loss) or None.
     `gpu_terms`: hardware slug -> {term: value} held for that GPU's rows only (a GPU section's own terms,
-    `transfer.fit_engine`); a value of None: those rows are predicted with the fitted value but do not inform it."""
+    `transfer.fit_engine`): those rows inform every other term at their section's values."""
     rows = [r for r in rows if not r.unsupported]  # speedups and plain step times, at every load
     speedups = [r for r in rows if not r.is_step]
     bad = dict(zip(map(id, speedups), validate.inconsistent(speedups))) if speedups else {}

@@ -19,13 +19,14 @@ from . import calibrate, validate
 
 MIN_ROWS = 8  # an engine needs this many supported training rows to get a profile of its own
 MIN_SECTION_ROWS = 6  # rows of an engine on one GPU that earn a [hardware.<slug>] section (`minority_hardware`)
-ROUNDS = 2  # `fit_engine`'s alternations: base, sections, then base on every row and sections again
+ROUNDS = 2  # `fit_engine`'s alternations: base, sections, then the overheads on every row and sections again
 POOLED = "*"  # key of the pooled profile in a profiles dict (`measured.engine_profile` falls back to it)
 
 
 # what a GPU section fits: how the engine's kernels run on that silicon (efficiencies, per-token traffic); the
 # host-side overheads are the engine's software, the same on every GPU, and stay the engine's
 SECTION_FIELDS = tuple(n for n in calibrate.FIELDS if catalogue.ENGINE[n].engine in ("efficiency", "per_token"))
+OVERHEAD_FIELDS = tuple(n for n in calibrate.FIELDS if n not in SECTION_FIELDS)
 
 
 def minority_hardware(rows):
@@ -75,34 +76,43 @@ def section_terms(sections):
     return {h: {n: cal.values[n] for n in cal.identified} for h, cal in sections.items() if cal.identified}
 
 
-def joint_terms(minority, sections):
-    """`calibrate.fit`'s `gpu_terms` for an engine's base fit on every row: a minority GPU's rows at the terms its
-    section identified, and seeing the base's other `SECTION_FIELDS` without informing them (how kernels run on
-    that silicon is the section's to say); they inform the overheads only."""
-    own = section_terms(sections)
-    return {h: {n: own.get(h, {}).get(n) for n in SECTION_FIELDS} for h in minority}
+def _merged(first, joint):
+    """The base `Calibration` after a joint round: the overheads as `joint` fitted them on every row, the rest as
+    `first` fitted them (identified, held, errors) on the other GPUs' rows."""
+    identified = tuple(n for n in calibrate.FIELDS if n in first.identified and n not in OVERHEAD_FIELDS
+                       or n in joint.identified)
+    fitted = tuple(n for n in calibrate.FIELDS if n in first.profile.fitted and n not in OVERHEAD_FIELDS
+                   or n in joint.profile.fitted)
+    profile = dataclasses.replace(joint.profile, fitted=fitted)
+    return dataclasses.replace(
+        joint, profile=profile, identified=identified, held=tuple(n for n in calibrate.FIELDS if n not in fitted),
+        not_identified=tuple(n for n in fitted if n not in identified),
+        std_errors={**first.std_errors, **{n: joint.std_errors[n] for n in OVERHEAD_FIELDS if n in joint.std_errors}})
 
 
 def fit_engine(rows, name, prior=None, steps=600, dtype=jnp.float32, progress=None, rounds=ROUNDS):
     """An engine's `Calibration` and one per `minority_hardware` GPU (`fit_section`): (base, {slug: Calibration}).
 
     The base is fitted first on the rows outside the minority GPUs, then each section on its GPU's rows
-    starting from the base's values; then, `rounds` - 1 times, the base again on every row, a section's rows
-    predicted with the terms their section identified and informing the overheads only (`joint_terms`), and the
-    sections again. So a GPU with a section of its own still informs the engine's overheads, which are its
-    software and the same on every GPU (vLLM's MI300X rows, with gpt-oss's 36 layers and 435 kernels, tell a per-layer cost from a
-    per-kernel one that its 8B rows on H100 cannot)."""
+    starting from the base's values; then, `rounds` - 1 times, the overheads again on every row (the rest held
+    at the base's values, a section's rows predicted with the terms their section identified: `gpu_terms`),
+    and the sections again. So a GPU with a section of its own still informs the engine's overheads, which are
+    its software and the same on every GPU (vLLM's MI300X rows, with gpt-oss's 36 layers and 435 kernels,
+    weigh a per-layer cost against a per-kernel one that its 8B rows on H100 cannot), and nothing else: how
+    kernels run on that silicon is the section's to say."""
     minority = minority_hardware(rows)
-
-    def base_fit(fit_rows, gpu_terms):
-        return calibrate.fit(fit_rows, name=name, holdout_fraction=0.0, steps=steps, dtype=dtype, progress=progress,
-                             prior=prior, gpu_terms=gpu_terms)
-
-    base = base_fit([r for r in rows if r.hardware not in minority], None)
+    base = calibrate.fit([r for r in rows if r.hardware not in minority], name=name, holdout_fraction=0.0,
+                         steps=steps, dtype=dtype, progress=progress, prior=prior)
     sections = {}
     for i in range(rounds if minority else 1):
         if i:
-            base = base_fit(rows, joint_terms(minority, sections))
+            try:
+                joint = calibrate.fit(rows, name=name, holdout_fraction=0.0, steps=steps, dtype=dtype,
+                                      progress=progress, prior=base.values, fields=OVERHEAD_FIELDS,
+                                      gpu_terms=section_terms(sections))
+            except SpecError:  # every row together identifies no overhead: the first fit stands
+                break
+            base = _merged(base, joint)
         sections = {}
         for h in minority:
             cal = fit_section([r for r in rows if r.hardware == h], f"{name} on {h}", base.values, steps, dtype,
