@@ -73,6 +73,10 @@ SPECS = {
                      "the same by optax (3 starts x 60 steps + integer climb)"),
     "serve": (SERVE_HEAD + SERVE_AXES + 'qps = { start = 0.25, stop = 32, num = 64, scale = "log" }\n'
               '[reduce]\nkind = "serve"\n', "sweeps/serving.toml's pair: both sides' fixed points"),
+    "switch_off_qps": (SERVE_HEAD + SERVE_AXES + '[reduce]\nkind = "switch_off_qps"\n',
+                       "the rate curve: 48 rates, both sides' fixed points at each, and its crossings"),
+    "serve_concurrency": (SERVE_HEAD + SERVE_AXES + 'concurrency = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]\n'
+                          '[reduce]\nkind = "serve_concurrency"\n', "the closed loop: both sides at N clients"),
     "big": (BIG, "sweeps/big.toml itself (rows also vary the two efficiency fractions; first chip and pair)"),
 }
 def timed(fn, repeats):
@@ -87,7 +91,8 @@ def timed(fn, repeats):
 
 
 BARE_FOR = {"crossover": "step", "max_speedup": "step", "best_k_brute": "step", "best_k_optax": "step",
-            "serve": "step_serve", "big": "big_grid"}
+            "serve": "step_serve", "switch_off_qps": "step_serve", "serve_concurrency": "step_serve",
+            "big": "big_grid"}
 
 
 def search_of(checkout):
@@ -289,7 +294,7 @@ def main():
         s = _spec.from_text(HEAD + AXES + BATCH96 + none, "step.toml")
         bare["step"] = throughput_rate(s, args.points, args.repeats)
         bare["step_grid"] = bare_rate(s, args.points, args.repeats)  # the same points through grid.gather/apply
-    if "serve" in wanted:
+    if any(BARE_FOR[w] == "step_serve" for w in wanted):
         s = _spec.from_text(SERVE_HEAD.split("[fixed]")[0] + '[fixed]\ncontext = 320\nbatch = 64\n' + SERVE_AXES + none,
                             "step_serve.toml")
         bare["step_serve"] = throughput_rate(s, args.points, args.repeats)

@@ -90,15 +90,18 @@ class Sides(NamedTuple):
 
 
 def sides(hw, deploy, target, draft, dec):
-    """`Sides` at the load's mean decode context. `t_of` is `t_side` on a pair axis; a solve inside a loop
-    takes each side on its own (`serve`): on XLA:CPU a pair axis of 2 inside a vmapped loop does not
-    vectorise (about 8x the time of the two sides solved apart; bench/README.md, issue 30)."""
+    """`Sides` at the load's mean decode context. `t_of` evaluates both sides at once (one trace of the step);
+    a solve inside a loop takes each side on its own with `t_side` (`serve`): on XLA:CPU a pair axis of 2
+    inside a vmapped loop does not vectorise (about 8x the time of the two sides solved apart;
+    bench/README.md, issue 30)."""
     dec = dec.replace(context=jnp.asarray(dec.load.decode_context, dec.context.dtype))
+
+    def t_of(b2):  # one evaluation of the step at both batches (one trace), each side's time kept
+        _, base, _, _, t_sd = times(hw, deploy, target, draft, dec.replace(batch=b2))
+        return jnp.stack([base.t_s[..., 0], t_sd[..., 1]], axis=-1)
+
     t_side = (lambda b: times(hw, deploy, target, draft, dec.replace(batch=b))[1].t_s,
               lambda b: times(hw, deploy, target, draft, dec.replace(batch=b))[4])
-
-    def t_of(b2):
-        return jnp.stack([t_side[0](b2[..., 0]), t_side[1](b2[..., 1])], axis=-1)
 
     r1 = step(hw, deploy, target, draft, dec.replace(batch=jnp.ones_like(dec.batch)))
     cp = prefill_per_token(hw, deploy, target, dec.load, dec.expert_locality)
