@@ -9,8 +9,6 @@ over rows with memory-bound batches, models that do not fit, NaN inputs and inva
   and the step time evaluated at its answer, and `serving.serve` (each side solved apart) against `side`
   on the pair axis."""
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -46,7 +44,8 @@ def _max_speedup_by_definition(step_fn, hw, dep, t, d, dec, invalid, batches):
     s_ok = jnp.where(ok, rs.speedup, -jnp.inf)
     i, j, any_ok = jnp.argmax(rs.speedup), jnp.argmax(s_ok), jnp.any(ok)
     nan = jnp.nan
-    return dict(max_speedup=jnp.where(invalid, nan, rs.speedup[i]), batch_at_max_speedup=jnp.where(invalid, nan, batches[i]),
+    return dict(max_speedup=jnp.where(invalid, nan, rs.speedup[i]),
+                batch_at_max_speedup=jnp.where(invalid, nan, batches[i]),
                 max_speedup_feasible=jnp.where(invalid | ~any_ok, nan, s_ok[j]),
                 batch_at_max_speedup_feasible=jnp.where(invalid | ~any_ok, nan, batches[j]),
                 status=jnp.where(invalid, code(Point.INVALID_INPUT), jnp.where(any_ok, code(Point.OK), rs.status[0])),
