@@ -234,7 +234,8 @@ def serve(hw, deploy, target, draft, dec, qps=None, differentiable=False, model=
             b0 = jnp.maximum(batch(m0.t_side[i], m0.tau[i], m0.c_p[i], ld, m0.cap[..., i], const[5], iters)[0], 1.0)
             slope = jax.jvp(lambda x: rate_of(m0.t_side[i], m0.tau[i], m0.c_p[i], ld, x), (b0,),
                             (jnp.ones_like(b0),))[1]
-        return side(m.t_side[i], m.tau[i], m.c_p[i], dec.load, m.cap[..., i], qps, iters, b0, slope, m.t_one[i])
+        t_one = None if m.t_one is None else m.t_one[i]
+        return side(m.t_side[i], m.tau[i], m.c_p[i], dec.load, m.cap[..., i], qps, iters, b0, slope, t_one)
 
     base, sd = one(0), one(1)
     ok = ~base.saturated & ~sd.saturated
