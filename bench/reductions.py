@@ -24,7 +24,13 @@ also times the crossover with the curve search of another checkout (DIR/specjax/
 two interleaved `--rounds` times in this process, each round with the bare kernel again: an A/B on a
 noisy machine. (PYTHONPATH does not select another checkout: `common` puts this one first.)
 
+`--ab-all DIR` times every reduction of `--only` twice in this process, once with DIR's whole package
+(imported under another name from a link in a temporary directory: its registry, kernels, spec parser and
+sweep engine) and once with this checkout's, interleaved `--rounds` times with the bare kernel of each
+round, and prints each side's share per round and its compile time: an A/B of the reductions themselves.
+
 Usage: python bench/reductions.py [--rows N] [--repeats N] [--only crossover,max_speedup,...] [--ab DIR]
+       [--ab-all DIR]
 The last line printed is one JSON object.
 """
 
@@ -67,6 +73,10 @@ SPECS = {
                      "the same by optax (3 starts x 60 steps + integer climb)"),
     "serve": (SERVE_HEAD + SERVE_AXES + 'qps = { start = 0.25, stop = 32, num = 64, scale = "log" }\n'
               '[reduce]\nkind = "serve"\n', "sweeps/serving.toml's pair: both sides' fixed points"),
+    "switch_off_qps": (SERVE_HEAD + SERVE_AXES + '[reduce]\nkind = "switch_off_qps"\n',
+                       "the rate curve: 48 rates, both sides' fixed points at each, and its crossings"),
+    "serve_concurrency": (SERVE_HEAD + SERVE_AXES + 'concurrency = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]\n'
+                          '[reduce]\nkind = "serve_concurrency"\n', "the closed loop: both sides at N clients"),
     "big": (BIG, "sweeps/big.toml itself (rows also vary the two efficiency fractions; first chip and pair)"),
 }
 def timed(fn, repeats):
@@ -81,7 +91,8 @@ def timed(fn, repeats):
 
 
 BARE_FOR = {"crossover": "step", "max_speedup": "step", "best_k_brute": "step", "best_k_optax": "step",
-            "serve": "step_serve", "big": "big_grid"}
+            "serve": "step_serve", "switch_off_qps": "step_serve", "serve_concurrency": "step_serve",
+            "big": "big_grid"}
 
 
 def search_of(checkout):
@@ -129,6 +140,56 @@ def ab(s, checkout, rows, repeats, rounds):
             wall, cpu = timed(lambda: jax.block_until_ready(k(*args)), repeats)  # noqa: B023
             out[name].append((chunk / wall, chunk / cpu))
     return out, compile_s
+
+
+def other_package(checkout):
+    """`checkout`'s specjax package imported as `specjax_ab` (a link to it in a temporary directory): the
+    modules an A/B of the reductions needs, as a namespace."""
+    import importlib
+    import sys
+    import tempfile
+    root = pathlib.Path(tempfile.mkdtemp(prefix="specjax_ab"))
+    (root / "specjax_ab").symlink_to(pathlib.Path(checkout).resolve() / "specjax")
+    sys.path.insert(0, str(root))
+    mods = {n: importlib.import_module(f"specjax_ab.{n}") for n in ("engine.sweep", "engine.sweep_kernel",
+                                                                      "inputs.spec", "search.reductions")}
+    return mods["engine.sweep"], mods["engine.sweep_kernel"], mods["inputs.spec"], mods["search.reductions"]
+
+
+def compiled_chunk(pkg, text, name, rows):
+    """(compiled chunk kernel, its arguments, rows, per_row, compile (wall, CPU) s) of spec `text` with the
+    modules `pkg` = (sweep, sweep_kernel, spec, reductions) of one checkout."""
+    sw, sk, sp, red = pkg
+    s = sp.from_text(text, f"{name}.toml")
+    n_dev = len(jax.local_devices())
+    chunk = min(rows, s.rows_per_combo)
+    chunk -= chunk % n_dev
+    kern = sk.chunk_kernel(chunk, n_dev, sk.config(s))
+    idx = sw._index_dtype()
+    args = (jnp.asarray(0, idx), jnp.asarray(s.rows_per_combo, idx), *sw.inputs(s, 0))
+    t0, c0 = time.perf_counter(), time.process_time()
+    compiled = kern.lower(*args).compile()
+    return compiled, args, chunk, red.get(s.reduce).per_row(s), (time.perf_counter() - t0, time.process_time() - c0)
+
+
+def ab_all(checkout, wanted, rows, repeats, rounds, bare_specs):
+    """Interleaved shares of each reduction in `wanted` with `checkout`'s package ("theirs") and this one's
+    ("ours"): {name: {"theirs"/"ours": [(share, CPU share), ...], "compile": {side: (wall, CPU) s}}}."""
+    ours_pkg = (sweep, sweep_kernel, _spec, reductions)
+    theirs_pkg = other_package(checkout)
+    kernels = {name: {side: compiled_chunk(pkg, SPECS[name][0], name, rows)
+                      for side, pkg in (("theirs", theirs_pkg), ("ours", ours_pkg))} for name in wanted}
+    out = {name: {"theirs": [], "ours": [], "compile": {side: k[4] for side, k in sides.items()}}
+           for name, sides in kernels.items()}
+    for _ in range(rounds):
+        bare = {kind: throughput_rate(bs, 1 << 21, repeats) for kind, bs in bare_specs.items()}
+        for name, sides in kernels.items():
+            b = bare[BARE_FOR[name]]
+            for side, (compiled, args, chunk, per_row, _) in sides.items():
+                jax.block_until_ready(compiled(*args))
+                wall, cpu = timed(lambda: jax.block_until_ready(compiled(*args)), repeats)  # noqa: B023
+                out[name][side].append((chunk * per_row / wall / b[0], chunk * per_row / cpu / b[1]))
+    return out
 
 
 def chunk_rate(s, rows, repeats):
@@ -204,8 +265,28 @@ def main():
     ap.add_argument("--only", default=",".join(SPECS), help="comma-separated reductions")
     ap.add_argument("--ab", default=None, help="another checkout: A/B of the crossover search against it")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of --ab")
+    ap.add_argument("--ab-all", default=None, help="another checkout: A/B of every reduction of --only against it")
     args = ap.parse_args()
     wanted = [w for w in args.only.split(",") if w]
+    if args.ab_all:
+        if "big" in wanted:
+            raise SystemExit("--ab-all: leave out 'big' (its bare rate is a grid kernel of its own)")
+        none = '\n[reduce]\nkind = "none"\n'
+        bare_specs = {"step": _spec.from_text(HEAD + AXES + BATCH96 + none, "step.toml"),
+                      "step_serve": _spec.from_text(SERVE_HEAD.split("[fixed]")[0] + '[fixed]\ncontext = 320\n'
+                                                    'batch = 64\n' + SERVE_AXES + none, "step_serve.toml")}
+        bare_specs = {k: v for k, v in bare_specs.items() if any(BARE_FOR[w] == k for w in wanted)}
+        runs = ab_all(args.ab_all, wanted, args.rows, args.repeats, args.rounds, bare_specs)
+        print(f"{jax.default_backend()}, {len(jax.local_devices())} device(s), jax {jax.__version__}; A/B of the "
+              f"reductions against {args.ab_all} ({args.rounds} interleaved rounds; share of the bare rate of "
+              "the same round by wall time [by CPU time]):")
+        for name, r in runs.items():
+            for side in ("theirs", "ours"):
+                cw, cc = r["compile"][side]
+                line = ", ".join(f"{a:.2f} [{c:.2f}]" for a, c in r[side])
+                print(f"  {name:<14} {side:<6} {line}   (compiled in {cw:.1f} s [{cc:.1f} CPU-s])")
+        print(json.dumps(dict(ab_all=args.ab_all, runs=runs)))
+        return
     specs = {name: _spec.from_text(SPECS[name][0], f"{name}.toml") for name in wanted}
     bare = {}
     none = '\n[reduce]\nkind = "none"\n'
@@ -213,7 +294,7 @@ def main():
         s = _spec.from_text(HEAD + AXES + BATCH96 + none, "step.toml")
         bare["step"] = throughput_rate(s, args.points, args.repeats)
         bare["step_grid"] = bare_rate(s, args.points, args.repeats)  # the same points through grid.gather/apply
-    if "serve" in wanted:
+    if any(BARE_FOR[w] == "step_serve" for w in wanted):
         s = _spec.from_text(SERVE_HEAD.split("[fixed]")[0] + '[fixed]\ncontext = 320\nbatch = 64\n' + SERVE_AXES + none,
                             "step_serve.toml")
         bare["step_serve"] = throughput_rate(s, args.points, args.repeats)

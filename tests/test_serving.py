@@ -48,13 +48,16 @@ def test_affine_step_gives_the_closed_form(qps):
     n = float(ld.output_len) / tau
     want = qps * n * a / (1.0 - qps * (n * b + float(ld.input_len) * c_p))
     assert want > 1  # the affine form holds above one sequence
-    got, sat, lam_cap = serving.batch(t_of, F64(tau), F64(c_p), ld, F64(1e4), F64(qps), 56)
+    got, sat, lam_cap, t_got = serving.batch(t_of, F64(tau), F64(c_p), ld, F64(1e4), F64(qps), 56)
     assert not bool(sat)
     assert float(got) == pytest.approx(want, rel=1e-12)
+    assert float(t_got) == a + b * float(got)  # the step time at the answer, evaluated there
+    assert float(lam_cap) == 1e4 / (n * (a + b * 1e4) + 1e4 * float(ld.input_len) * c_p)
     # below one sequence the engine runs one at a time: B = qps N t(1) / (1 - qps L_in c_p)
     tiny = 0.01
-    got, _, _ = serving.batch(t_of, F64(tau), F64(c_p), ld, F64(1e4), F64(tiny), 56)
+    got, _, _, t_got = serving.batch(t_of, F64(tau), F64(c_p), ld, F64(1e4), F64(tiny), 56)
     assert float(got) == pytest.approx(tiny * n * (a + b) / (1 - tiny * float(ld.input_len) * c_p), rel=1e-12)
+    assert float(t_got) == a + b
 
 
 def test_littles_law_and_the_reference_on_the_kernel():

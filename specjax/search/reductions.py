@@ -22,7 +22,6 @@ from . import optimize as _optimize
 from . import sensitivity as _sensitivity
 from . import serving as _serving
 from .. import catalogue
-from ..cost import lanes
 from ..errors import SpecError, field_error
 from ..cost.speculative import step
 from ..cost.status import Closed, Curve, Point, Serving, code
@@ -144,16 +143,50 @@ def _best_k(hw, deploy, tgt, draft, dec, invalid, values, cfg):
 
 
 def _max_speedup(hw, deploy, tgt, draft, dec, invalid, values, cfg):
+    """The largest S over the batch axis, and the largest among the points whose status is ok, each with its
+    batch (the first of equal values; a NaN S wins the first, as `jnp.argmax` ranks).
+
+    One `lax.scan` over the batch points carries the two running maxima and their batches; each point costs
+    one evaluation of S alone. A point's status (memory, and the step's sanity checks) is a second
+    expression of the step that XLA:CPU does not fuse with S: computed at every point it made the sweep
+    3-5x slower (bench/README.md, issue 30). So the scan ranks the points that fit in memory (the status's
+    memory terms, per row), a superset of the ok ones; the step's status is then taken at the winner, and
+    where it is not ok (the sanity checks failed there: absurd inputs, float overflow) the feasible maximum
+    is searched again point by point with the full status, in a loop that runs only while some row of the
+    chunk needs it."""
     batches = values["batch"].astype(dec.alpha.dtype)
-    rs = jax.vmap(lambda b: step(hw, deploy, tgt, draft, dec.replace(batch=b)))(batches)
-    feasible = rs.status == int(Point.OK)
-    s_feas = jnp.where(feasible, rs.speedup, -jnp.inf)
-    # elementwise trees over the batch points, not `argmax` and `any` (`cost.lanes`)
-    i_all, i_feas, any_feasible = lanes.argmax(rs.speedup), lanes.argmax(s_feas), lanes.any_(feasible)
-    out = masked(invalid, max_speedup=rs.speedup[i_all], batch_at_max_speedup=batches[i_all])
-    out.update(masked(invalid | ~any_feasible, max_speedup_feasible=s_feas[i_feas],
-                      batch_at_max_speedup_feasible=batches[i_feas]))
-    status = invalid_or(invalid, jnp.where(any_feasible, code(Point.OK), rs.status[0]), Point)
+    at = lambda b: step(hw, deploy, tgt, draft, dec.replace(batch=b))  # noqa: E731
+    r0 = at(batches[0])
+    mb_base, mb_sd = r0.max_batch_base, r0.max_batch_sd  # do not depend on the batch
+    neg = jnp.full_like(r0.speedup, -jnp.inf)
+    b0 = jnp.broadcast_to(batches[0], neg.shape)
+    fits = lambda b: ~(mb_base < 1) & ~(b > mb_base) & ~(b > mb_sd)  # noqa: E731  `point_status`'s memory terms
+
+    def ranked(c, b):
+        best, b_best, fit_best, b_fit = c
+        s = at(b).speedup
+        wins = (s > best) | (jnp.isnan(s) & ~jnp.isnan(best))
+        fit_wins = fits(b) & (s > fit_best)
+        return (jnp.where(wins, s, best), jnp.where(wins, b, b_best), jnp.where(fit_wins, s, fit_best),
+                jnp.where(fit_wins, b, b_fit)), None
+
+    first = (r0.speedup, b0, jnp.where(fits(b0) & (r0.speedup > neg), r0.speedup, neg), b0)  # never a NaN
+    (best, b_best, feas_best, b_feas), _ = jax.lax.scan(ranked, first, batches[1:])
+    again = (feas_best > -jnp.inf) & (at(b_feas).status != int(Point.OK))
+
+    def exact(c):  # the feasible maximum point by point, with the step's own status
+        i, _, s_best, b_at = c
+        r = at(batches[i])
+        wins = (r.status == int(Point.OK)) & (r.speedup > s_best)
+        return i + 1, c[1], jnp.where(wins, r.speedup, s_best), jnp.where(wins, batches[i], b_at)
+
+    _, _, feas_best, b_feas = jax.lax.while_loop(
+        lambda c: c[1] & (c[0] < batches.shape[0]), exact,
+        (jnp.zeros((), jnp.int32), again, jnp.where(again, neg, feas_best), jnp.where(again, b0, b_feas)))
+    any_feasible = feas_best > -jnp.inf  # an ok point's S is finite
+    out = masked(invalid, max_speedup=best, batch_at_max_speedup=b_best)
+    out.update(masked(invalid | ~any_feasible, max_speedup_feasible=feas_best, batch_at_max_speedup_feasible=b_feas))
+    status = invalid_or(invalid, jnp.where(any_feasible, code(Point.OK), r0.status), Point)
     return out, status, ~invalid & any_feasible
 
 

@@ -85,22 +85,31 @@ class Sides(NamedTuple):
     tau: object       # (2,) accepted tokens per step: 1, tau
     c_p: object       # (2,) prefill time per prompt token
     cap: object       # (2,) B_cap = min(each server's batch cap (`Load.caps`), memory-feasible batch)
+    t_side: tuple = ()  # (T_target(., 1), T_sd(.)): each side's step time of batches of any shape
+    t_one: object = None  # (2,) each side's step time at batch 1
 
 
 def sides(hw, deploy, target, draft, dec):
-    """`Sides` at the load's mean decode context (one trace of the step per use of `t_of`)."""
+    """`Sides` at the load's mean decode context. `t_of` evaluates both sides at once (one trace of the step);
+    a solve inside a loop takes each side on its own with `t_side` (`serve`): on XLA:CPU a pair axis of 2
+    inside a vmapped loop does not vectorise (about 8x the time of the two sides solved apart;
+    bench/README.md, issue 30)."""
     dec = dec.replace(context=jnp.asarray(dec.load.decode_context, dec.context.dtype))
 
     def t_of(b2):  # one evaluation of the step at both batches (one trace), each side's time kept
         _, base, _, _, t_sd = times(hw, deploy, target, draft, dec.replace(batch=b2))
         return jnp.stack([base.t_s[..., 0], t_sd[..., 1]], axis=-1)
 
+    t_side = (lambda b: times(hw, deploy, target, draft, dec.replace(batch=b))[1].t_s,
+              lambda b: times(hw, deploy, target, draft, dec.replace(batch=b))[4])
+
     r1 = step(hw, deploy, target, draft, dec.replace(batch=jnp.ones_like(dec.batch)))
     cp = prefill_per_token(hw, deploy, target, dec.load, dec.expert_locality)
     cp_draft = prefill_per_token(hw, deploy.drafter(), draft, dec.load, dec.expert_locality)
     return Sides(t_of=t_of, tau=jnp.stack([jnp.ones_like(r1.tokens_per_step), r1.tokens_per_step]),
                  c_p=jnp.stack([cp, cp + cp_draft]),
-                 cap=jnp.minimum(dec.load.caps, jnp.stack([r1.max_batch_base, r1.max_batch_sd])))
+                 cap=jnp.minimum(dec.load.caps, jnp.stack([r1.max_batch_base, r1.max_batch_sd])), t_side=t_side,
+                 t_one=jnp.stack([r1.t_target_s, r1.t_sd_step_s]))
 
 
 def rate_at(t, tau, c_p, load, b):
@@ -113,29 +122,45 @@ def rate_of(t_of, tau, c_p, load, b):
     return rate_at(t_of(jnp.maximum(b, 1.0)), tau, c_p, load, b)
 
 
-def batch(t_of, tau, c_p, load, b_cap, qps, iters, b0=None, slope=None):
-    """The fixed-point batch of rate `qps` on [0, b_cap], whether the rate saturates (qps > lambda(b_cap))
-    and lambda(b_cap). Elementwise: `t_of` maps batches to step times of the same shape.
+def batch(t_of, tau, c_p, load, b_cap, qps, iters, b0=None, slope=None, t_one=None):
+    """The fixed-point batch of rate `qps` on [0, b_cap], whether the rate saturates (qps > lambda(b_cap)),
+    lambda(b_cap) and the step time there, t_of(max(B, 1)). Elementwise: `t_of` maps batches to step times
+    of the same shape. `t_one`: t_of(1), when the caller has it.
+
+    The bisection is one loop of iters + 2 evaluations of `t_of`: at b_cap first (lambda(b_cap)), then the
+    halvings, then at the answer (its step time), so that `t_of` is traced once (a sweep kernel compiles
+    faster) and evaluated at full speed inside the loop.
 
     With `b0` and `slope` (the bisected batch and dlambda/dB there, found on stop-gradient inputs) one
     Newton step replaces the bisection: its value is b0 and its derivative the implicit function
     theorem's, -(dlambda/dtheta) / (dlambda/dB)."""
     one = jnp.ones_like(b_cap)
-    ends = jnp.stack([b_cap, one])
-    t_ends = t_of(jnp.maximum(ends, 1.0))  # both ends in one evaluation (one trace of t_of)
-    lam_cap, lam_one = rate_at(t_ends, tau, c_p, load, ends)
-    t_one = t_ends[1]
+    t_one = t_of(one) if t_one is None else t_one
+    lam_one = rate_at(t_one, tau, c_p, load, one)
     below_one = qps * load.output_len / tau * t_one / (1.0 - qps * load.input_len * c_p)  # B <= 1
     if b0 is None:
+        def body(i, st):  # i = 0: at b_cap; 1..iters: a halving of [lo, hi] in log B; iters + 1: at the answer
+            lo, hi, t_cap, _ = st
+            u = 0.5 * (lo + hi)
+            x = jnp.where(i == 0, b_cap, jnp.exp(u))
+            t = t_of(jnp.maximum(x, 1.0))
+            low = rate_at(t, tau, c_p, load, x) < qps
+            halving = (i >= 1) & (i <= iters)
+            return (jnp.where(halving & low, u, lo), jnp.where(halving & ~low, u, hi), jnp.where(i == 0, t, t_cap), t)
+
         top = jnp.log(jnp.maximum(b_cap, 1.0))
-        b = jnp.exp(bisect(lambda uu: rate_of(t_of, tau, c_p, load, jnp.exp(uu)) < qps, jnp.zeros_like(top), top,
-                           iters))
+        lo, hi, t_cap, t_b = jax.lax.fori_loop(0, iters + 2, body, (jnp.zeros_like(top), top, t_one, t_one))
+        b = jnp.exp(0.5 * (lo + hi))
     else:
+        t_cap = t_of(jnp.maximum(b_cap, 1.0))
         step_ = (rate_of(t_of, tau, c_p, load, b0) - qps) / slope
         b = b0 - (step_ - jax.lax.stop_gradient(step_))
+        t_b = t_of(jnp.maximum(b, 1.0))
+    lam_cap = rate_at(t_cap, tau, c_p, load, b_cap)
     saturated = (qps > lam_cap) | (b_cap < 1.0)
-    b = jnp.where(saturated, b_cap, jnp.where(qps <= lam_one, below_one, b))
-    return b, saturated, lam_cap
+    below = qps <= lam_one
+    b = jnp.where(saturated, b_cap, jnp.where(below, below_one, b))
+    return b, saturated, lam_cap, jnp.where(saturated, t_cap, jnp.where(below, t_one, t_b))
 
 
 def admitted_latencies(iteration_s, tpot_s, load, c_p, wait=0.5):
@@ -146,11 +171,11 @@ def admitted_latencies(iteration_s, tpot_s, load, c_p, wait=0.5):
     return ttft, ttft + (load.output_len - 1.0) * tpot_s
 
 
-def side(t_of, tau, c_p, load, b_cap, qps, iters, b0=None, slope=None):
+def side(t_of, tau, c_p, load, b_cap, qps, iters, b0=None, slope=None, t_one=None):
     """A `Side` at rate `qps` (elementwise, like `batch`)."""
-    b, sat, lam_cap = batch(t_of, tau, c_p, load, b_cap, qps, iters, b0, slope)
+    b, sat, lam_cap, t_b = batch(t_of, tau, c_p, load, b_cap, qps, iters, b0, slope, t_one)
     lam = jnp.where(sat, lam_cap, qps)  # a saturated engine serves at its capacity
-    t = t_of(jnp.maximum(b, 1.0)) / (1.0 - lam * load.input_len * c_p)
+    t = t_b / (1.0 - lam * load.input_len * c_p)
     tpot = t / tau
     ttft, e2e = admitted_latencies(t, tpot, load, c_p)
     inf = jnp.asarray(jnp.inf, t.dtype)
@@ -198,14 +223,21 @@ def serve(hw, deploy, target, draft, dec, qps=None, differentiable=False, model=
     dtype = float_dtype(dec.alpha)
     qps = jnp.asarray(dec.load.qps if qps is None else qps, dtype)
     m = model or sides(hw, deploy, target, draft, dec)
-    iters, b0, slope = solve_steps(dtype), None, None
+    iters = solve_steps(dtype)
     if differentiable:  # bisect on constants (nothing to differentiate in the loop), then one Newton step
         const = jax.lax.stop_gradient((hw, deploy, target, draft, dec, qps))
         m0, ld = sides(*const[:5]), const[4].load
-        b0 = jnp.maximum(batch(m0.t_of, m0.tau, m0.c_p, ld, m0.cap, const[5], iters)[0], 1.0)
-        slope = jax.jvp(lambda x: rate_of(m0.t_of, m0.tau, m0.c_p, ld, x), (b0,), (jnp.ones_like(b0),))[1]
-    both = side(m.t_of, m.tau, m.c_p, dec.load, m.cap, qps, iters, b0, slope)
-    base, sd = (Side(*(f[i] for f in both)) for i in (0, 1))
+
+    def one(i):  # each side solved on its own batches, not on a pair axis (see `sides`)
+        b0 = slope = None
+        if differentiable:
+            b0 = jnp.maximum(batch(m0.t_side[i], m0.tau[i], m0.c_p[i], ld, m0.cap[..., i], const[5], iters)[0], 1.0)
+            slope = jax.jvp(lambda x: rate_of(m0.t_side[i], m0.tau[i], m0.c_p[i], ld, x), (b0,),
+                            (jnp.ones_like(b0),))[1]
+        t_one = None if m.t_one is None else m.t_one[i]
+        return side(m.t_side[i], m.tau[i], m.c_p[i], dec.load, m.cap[..., i], qps, iters, b0, slope, t_one)
+
+    base, sd = one(0), one(1)
     ok = ~base.saturated & ~sd.saturated
     return Served(qps=qps, base=base, sd=sd, speedup_tpot=base.tpot_s / sd.tpot_s,
                   ratio_e2e=jnp.where(ok, base.e2e_s / sd.e2e_s, jnp.nan), tokens_per_step=m.tau[1],
