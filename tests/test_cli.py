@@ -222,7 +222,7 @@ def test_crossover_reports_the_switch_off_batch_not_the_first_dip(capsys):
     assert len(c["dips"]) == 1 and c["dips"][0][0] == pytest.approx(1.267, rel=0.01) and 5 < c["dips"][0][1] < 12
     assert c["grid_points"] >= 96 and c["batch_bound"] == 65536
     code, out, _ = run(capsys, GPT_OSS_EAGLE)
-    assert code == 0 and "stops paying at batch B_off = 1102" in out and "searched [1, 65536]" in out
+    assert code == 0 and "stops paying at batch B_off = 1042" in out and "searched [1, 65536]" in out
     code, out, _ = run(capsys, GPT_OSS_EAGLE + ["--json"])
     c = json.loads(out)
     assert c["inputs"]["engine"] == "vllm" and c["dips"] == [] and c["first_crossing_batch"] == c["crossover_batch"]
