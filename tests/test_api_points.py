@@ -22,7 +22,9 @@ def test_points_equal_point_one_at_a_time():
         p = api.point(dataclasses.replace(SC, batch=b[i], k=int(k[i]), alpha=a[i], context=4096))
         row = df.row(i, named=True)
         for key in ("speedup", "t_target_s", "t_sd_step_s", "tokens_per_step", "max_batch_sd"):
-            assert np.float32(row[key]) == np.float32(p[key]), key
+            # on several rows XLA vectorizes the batched program, which may move a field by 1-2 float32 ulp
+            # (README "Python API"; tests/test_inline.py counts it on 120 rows)
+            np.testing.assert_array_max_ulp(np.float32(row[key]), np.float32(p[key]), maxulp=2)
         assert (row["status"], row["bound"], row["feasible"]) == (p["status"], p["bound"], p["feasible"])
     assert df["status"].to_list()[-1] != "ok"  # 4096 sequences of 4k context do not fit one H100
 

@@ -192,7 +192,7 @@ def test_switch_off_batch_is_where_best_k_stops_paying():
 KINK_CASES = [  # found by a random search: the relaxed optimum sits past a roofline kink of S(k)
     dict(engine="roofline", alpha=0.9903855323791504, context=11.024250030517578, batch=469.9017333984375),
     # an engine profile with overheads (vllm's sigma = 1 sums math and memory: no kink to find there)
-    dict(engine="trtllm", alpha=0.9709914922714233, context=1598.3712158203125, batch=2684.737060546875),
+    dict(engine="trtllm", alpha=0.9715197682380676, context=1417.8438720703125, batch=220.6402587890625),
 ]
 
 

@@ -149,7 +149,8 @@ def batch(t_of, tau, c_p, load, b_cap, qps, iters, b0=None, slope=None, t_one=No
             return (jnp.where(halving & low, u, lo), jnp.where(halving & ~low, u, hi), jnp.where(i == 0, t, t_cap), t)
 
         top = jnp.log(jnp.maximum(b_cap, 1.0))
-        lo, hi, t_cap, t_b = jax.lax.fori_loop(0, iters + 2, body, (jnp.zeros_like(top), top, t_one, t_one))
+        t0 = t_one.astype(jax.eval_shape(t_of, b_cap).dtype)  # a given t_one may be narrower than the step's time
+        lo, hi, t_cap, t_b = jax.lax.fori_loop(0, iters + 2, body, (jnp.zeros_like(top), top, t0, t0))
         b = jnp.exp(0.5 * (lo + hi))
     else:
         t_cap = t_of(jnp.maximum(b_cap, 1.0))
