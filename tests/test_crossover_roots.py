@@ -96,3 +96,28 @@ def test_sweep_crossover_matches_bisection_and_a_dense_scan(target, draft):
         if s[0] >= 1 and len(down):
             assert first == pytest.approx(down[0], rel=1e-3), i
     assert checked >= 4, checked
+
+
+def test_first_up_shares_the_root_loop_of_the_first_crossing_down():
+    """`first_up_if_below` (the crossover's two root loops instead of three) gives the same flags, counts and
+    crossings, and the first crossing up where the curve starts below (NaN elsewhere): float32, vmapped, on
+    the rows above (curves that start below 1 and recover, that stop paying, that never pay or always pay, and
+    a NaN alpha)."""
+    from specjax.cost._search import sign_changes
+
+    hw, dep, t, d, decs = _rows("gpt-oss-120b", "eagle3-gpt-oss-120b", jnp.float32)
+
+    def search(dec, shared):
+        return sign_changes(lambda b: step(hw, dep, t, d, dec.replace(batch=b)), lambda r: r.speedup - 1.0,
+                            65536.0, 96, 28, jnp.float32, n_root=crossover.ROOT_STEPS_32,
+                            first_up_if_below=shared)._replace(outputs=0.0)
+
+    a, b = jax.jit(jax.vmap(lambda dec: (search(dec, True), search(dec, False))))(decs)
+    for field in a._fields:
+        if field != "first_up":
+            np.testing.assert_array_equal(np.asarray(getattr(a, field)), np.asarray(getattr(b, field)), err_msg=field)
+    below = np.asarray(a.below_first)
+    up_a, up_b = np.asarray(a.first_up), np.asarray(b.first_up)
+    np.testing.assert_array_equal(up_a[below], up_b[below])
+    assert np.isnan(up_a[~below]).all()
+    assert np.isfinite(up_b[below]).any() and np.isfinite(np.asarray(a.first_below)[~below]).any()

@@ -97,7 +97,7 @@ class SignChanges(NamedTuple):
     all_below: bool
     first_below: float    # first x with g < 0 (1 if g(1) < 0)
     last_down: float      # last crossing from g >= 0 to g < 0 (NaN if g(x_max) >= 0 or never >= 0)
-    first_up: float       # first crossing from g < 0 to g >= 0
+    first_up: float       # first crossing from g < 0 to g >= 0 (NaN where g(1) >= 0 with `first_up_if_below`)
     n_up: int             # crossings from below to above (each closes one interval with g < 0)
     dips_from: jnp.ndarray  # (max_dips,) starts of the intervals with g < 0 that close, NaN padded
     dips_to: jnp.ndarray    # (max_dips,) their ends
@@ -105,7 +105,7 @@ class SignChanges(NamedTuple):
 
 
 def sign_changes(values, gap, x_max, n_grid, n_bisect, dtype, n_refine=2, refine_iters=16, max_dips=0,
-                 batched=False, n_root=None):
+                 batched=False, n_root=None, first_up_if_below=False):
     """Sign changes of g(x) = gap(values(x)) for x in [1, x_max] (see the module docstring).
 
     Args:
@@ -116,11 +116,15 @@ def sign_changes(values, gap, x_max, n_grid, n_bisect, dtype, n_refine=2, refine
         change first); refine_iters golden-section steps each.
       max_dips: how many closed below-intervals to locate (static; 0 for sweeps).
       batched: static; refine the extrema in one vmapped golden search and locate every crossing in one
-        vmapped loop, so `values` is traced 4 times instead of n_refine + 3 + 2 max_dips + 2: for one
-        curve (the CLI, where tracing is most of a warm run). Inside a vmapped sweep the sequential loops
-        run faster on a CPU, so sweeps keep them. Same numbers either way.
+        vmapped loop, so `values` is traced 4 times instead of n_refine + 3 + 2 max_dips + 2 (one fewer with
+        `first_up_if_below`): for one curve (the CLI, where tracing is most of a warm run). Inside a vmapped
+        sweep the sequential loops run faster on a CPU, so sweeps keep them. Same numbers either way.
       n_root: static; (halvings, Illinois steps) to locate each crossing from the samples on either side of
         it (`illinois`) instead of `n_bisect` halvings; None: bisection.
+      first_up_if_below: static; locate the first crossing up only where g(1) < 0 (`first_up` NaN elsewhere),
+        in the root loop of the first crossing down, which is needed only where g(1) >= 0 (`first_below` is 1
+        where g(1) < 0): two root loops instead of three, for callers that read `first_up` only where g(1) < 0
+        (the crossover's `pays_from`). The other outputs are unchanged.
     Returns:
       `SignChanges`.
 
@@ -191,8 +195,12 @@ def sign_changes(values, gap, x_max, n_grid, n_bisect, dtype, n_refine=2, refine
     any_down, fd = pick(w.first_down[0], w.first_down[1:], "down", False)
     _, ld = pick(w.last_down[0], w.last_down[1:], "down", True)
     any_up, fu = pick(w.first_up[0], w.first_up[1:], "up", False)
-    brackets = [fd, ld, fu]
     below_first, below_last = w.g_first < 0, w.g_last < 0
+    if first_up_if_below:  # one root loop for the first crossing down (g(1) >= 0) or the first up (g(1) < 0)
+        brackets = [tuple(jnp.where(below_first, a, b) for a, b in zip(fu, fd)), ld]
+    else:
+        brackets = [fd, ld, fu]
+    head = len(brackets)
     if max_dips:  # one curve (the CLI): the samples in order, and the j-th transitions of each kind
         steps = jnp.arange(n_steps, dtype=jnp.int32)
         ua, ga = u[:-1], g_grid[:-1]
@@ -220,17 +228,18 @@ def sign_changes(values, gap, x_max, n_grid, n_bisect, dtype, n_refine=2, refine
         x = jnp.exp(jnp.stack([locate(*q) for q in brackets]))
     nan = jnp.asarray(jnp.nan, dtype)
     first_below = jnp.where(below_first, jnp.asarray(1.0, dtype), jnp.where(any_down, x[0], nan))
+    first_up = jnp.where(any_up & below_first, x[0], nan) if first_up_if_below else jnp.where(any_up, x[2], nan)
     if max_dips:
         d = jnp.arange(max_dips)
         ok = d < n_up
-        starts = jnp.where(below_first & (d == 0), jnp.asarray(1.0, dtype), x[3 + max_dips:])
-        dips_from, dips_to = jnp.where(ok, starts, nan), jnp.where(ok, x[3:3 + max_dips], nan)
+        starts = jnp.where(below_first & (d == 0), jnp.asarray(1.0, dtype), x[head + max_dips:])
+        dips_from, dips_to = jnp.where(ok, starts, nan), jnp.where(ok, x[head:head + max_dips], nan)
     else:
         dips_from = dips_to = jnp.zeros((0,), dtype)
     return SignChanges(outputs=jax.tree.map(lambda v: jnp.asarray(v)[None], outs), below_first=below_first,
                        below_last=below_last, any_below=any_below, all_below=all_below, first_below=first_below,
                        last_down=jnp.where(below_last & any_down, x[1], nan),
-                       first_up=jnp.where(any_up, x[2], nan), n_up=n_up, dips_from=dips_from, dips_to=dips_to,
+                       first_up=first_up, n_up=n_up, dips_from=dips_from, dips_to=dips_to,
                        samples=n_grid + n_refine)
 
 
@@ -253,27 +262,31 @@ def _walk(g_of, u, g0, n_grid, n_refine, keep_grid=False):
     """One loop over the grid points 1..n_grid-1 (g0 = g at point 0): a `_Walk`, and the grid's g values if
     `keep_grid` (else None). The candidates are ranked as `argmax` over the scores would rank them (the first
     of equal scores first): score = -g at a discrete local minimum with g >= 0, g at a local maximum with
-    g < 0, -inf elsewhere (a dip or a bump nearest to a sign change first)."""
+    g < 0, -inf elsewhere (a dip or a bump nearest to a sign change first).
+
+    The loop carries as little as it can, for under `vmap` on a CPU XLA writes every carried value in its own
+    pass over the rows at every grid point (bench/README.md, issue 30): a transition keeps its grid step and
+    its two g values (the u values follow from the step after the loop), a candidate its grid point and its
+    three g values (its score is -|g| at the middle one; an empty one has g = inf there, so score -inf), and
+    `any_below` / `all_below` are one count of the points below."""
     i32 = jnp.int32
     neg = jnp.asarray(-jnp.inf, g0.dtype)
     none_first, none_last = jnp.asarray(n_grid, i32), jnp.asarray(-1, i32)
     zero = jnp.zeros_like(g0)
-    empty = lambda step: (step, zero, zero, zero, zero)  # noqa: E731
+    empty = lambda step: (step, zero, zero)  # noqa: E731
     count = jax.dtypes.canonicalize_dtype(jnp.int64)  # n_up's dtype: that of `jnp.sum` of booleans
-    state = dict(g1=g0, g2=g0, any_below=g0 < 0, all_below=g0 < 0, n_up=jnp.zeros((), count),
+    state = dict(g1=g0, g2=g0, n_below=(g0 < 0).astype(i32), n_up=jnp.zeros((), count),
                  first_down=empty(none_first), last_down=empty(none_last), first_up=empty(none_first),
-                 picks=[(neg, jnp.zeros((), i32), (zero, zero, zero)) for _ in range(n_refine)])
+                 picks=[(jnp.zeros((), i32), (zero, jnp.full_like(g0, jnp.inf), zero)) for _ in range(n_refine)])
 
     def body(st, i):
-        ui = u[i]
-        gi = g_of(ui)
+        gi = g_of(u[i])
         gp, gpp = st["g1"], st["g2"]  # g at points i - 1 and i - 2
         bp, bi = gp < 0, gi < 0
         down, up = ~bp & bi, bp & ~bi
-        tr = (i - 1, u[i - 1], ui, gp, gi)
+        tr = (i - 1, gp, gi)
         sel = lambda flag, new, old: tuple(jnp.where(flag, a, b) for a, b in zip(new, old))  # noqa: E731
-        out = dict(g1=gi, g2=gp, any_below=st["any_below"] | bi, all_below=st["all_below"] & bi,
-                   n_up=st["n_up"] + up.astype(count),
+        out = dict(g1=gi, g2=gp, n_below=st["n_below"] + bi.astype(i32), n_up=st["n_up"] + up.astype(count),
                    first_down=sel(down & (st["first_down"][0] == none_first), tr, st["first_down"]),
                    last_down=sel(down, tr, st["last_down"]),
                    first_up=sel(up & (st["first_up"][0] == none_first), tr, st["first_up"]))
@@ -282,19 +295,28 @@ def _walk(g_of, u, g0, n_grid, n_refine, keep_grid=False):
         is_max = (gp > gpp) & (gp >= gi) & (gp < 0)
         score = jnp.where(i >= 2, jnp.where(is_min, -gp, jnp.where(is_max, gp, neg)), neg)
         cand = (score, i - 2, (gpp, gp, gi))
-        picks = list(st["picks"])
-        for p in range(n_refine):  # strictly better than pick p: it goes there, the rest move down
-            better = cand[0] > picks[p][0]
-            new_p = (jnp.where(better, cand[0], picks[p][0]), jnp.where(better, cand[1], picks[p][1]),
-                     tuple(jnp.where(better, a, b) for a, b in zip(cand[2], picks[p][2])))
-            cand = (jnp.where(better, picks[p][0], cand[0]), jnp.where(better, picks[p][1], cand[1]),
-                    tuple(jnp.where(better, b, a) for a, b in zip(cand[2], picks[p][2])))
-            picks[p] = new_p
+        picks = []
+        for c_p, gs_p in st["picks"]:  # strictly better than pick p: it goes there, the rest move down
+            s_p = -jnp.abs(gs_p[1])
+            better = cand[0] > s_p
+            picks.append((jnp.where(better, cand[1], c_p), sel(better, cand[2], gs_p)))
+            cand = (jnp.where(better, s_p, cand[0]), jnp.where(better, c_p, cand[1]), sel(better, gs_p, cand[2]))
         out["picks"] = picks
         return out, (gi if keep_grid else None)
 
     st, gs = jax.lax.scan(body, state, jnp.arange(1, n_grid, dtype=i32))
     g_grid = jnp.concatenate([g0[None], gs]) if keep_grid else None
-    return _Walk(g_first=g0, g_last=st["g1"], any_below=st["any_below"], all_below=st["all_below"], n_up=st["n_up"],
-                 first_down=st["first_down"], last_down=st["last_down"], first_up=st["first_up"],
-                 picks=st["picks"]), g_grid
+
+    def transition(t):  # (step, u_step, u_step+1, g, g), u 0 where there is none
+        k = t[0]
+        kk = jnp.clip(k, 0, n_grid - 2)
+        on = (k >= 0) & (k < n_grid - 1)
+        return (k, jnp.where(on, u[kk], zero), jnp.where(on, u[kk + 1], zero), t[1], t[2])
+
+    picks = []
+    for c, (ga, gb, gc) in st["picks"]:
+        score = -jnp.abs(gb)
+        picks.append((score, c, (ga, jnp.where(score > neg, gb, zero), gc)))
+    return _Walk(g_first=g0, g_last=st["g1"], any_below=st["n_below"] > 0, all_below=st["n_below"] == n_grid,
+                 n_up=st["n_up"], first_down=transition(st["first_down"]), last_down=transition(st["last_down"]),
+                 first_up=transition(st["first_up"]), picks=picks), g_grid

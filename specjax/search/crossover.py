@@ -130,7 +130,7 @@ def find(hw, deploy, target, draft, dec, batch_max=65536.0, n_grid=N_GRID, n_bis
     c = sign_changes(lambda b: step(hw, deploy, target, draft, dec.replace(batch=b)), lambda r: r.speedup - 1.0,
                      batch_max, n_grid, n_bisect or bisect_steps(dtype), dtype, n_refine=N_REFINE,
                      max_dips=max_dips, batched=max_dips > 0,  # one curve with its dips (the CLI): trace it once
-                     n_root=n_root)
+                     n_root=n_root, first_up_if_below=True)  # `pays_from` reads it only where S(1) < 1
     s1, mb_sd = c.outputs.speedup[0], c.outputs.max_batch_sd[0]
     status = curve_status(c)
     b_off = c.last_down
