@@ -225,7 +225,7 @@ def sign_changes(values, gap, x_max, n_grid, n_bisect, dtype, n_refine=2, refine
     if batched:  # every crossing in one vmapped loop: the curve is traced once for all of them
         x = jnp.exp(jax.vmap(locate)(*(jnp.stack([q[i] for q in brackets]) for i in range(4))))
     else:
-        x = jnp.exp(jnp.stack([locate(*q) for q in brackets]))
+        x = jnp.stack([jnp.exp(locate(*q)) for q in brackets])  # per root: an unused one is dropped
     nan = jnp.asarray(jnp.nan, dtype)
     first_below = jnp.where(below_first, jnp.asarray(1.0, dtype), jnp.where(any_down, x[0], nan))
     first_up = jnp.where(any_up & below_first, x[0], nan) if first_up_if_below else jnp.where(any_up, x[2], nan)
