@@ -98,7 +98,8 @@ def main():
         out[name] = dict(cold=cold, warm=warm)
         print(f"{name:<12} {cold['wall_s']:>7.2f} {warm['wall_s']:>7.2f} {warm['import_s']:>7.2f} "
               f"{warm['trace_s']:>6.2f} {warm['lower_s']:>6.2f} {warm['compile_s']:>8.2f} {warm['run_s']:>6.2f}  "
-              f"{warm['hits']} hits, {warm['misses']} misses; store {warm['loaded']} loaded, {warm['compiled']} compiled")
+              f"{warm['hits']} hits, {warm['misses']} misses; "
+              f"store {warm['loaded']} loaded, {warm['compiled']} compiled")
     if not args.no_sweep:
         sweep_cache = cache.parent / "sweep-cache"
         for phase in ("cold", "warm"):

@@ -521,8 +521,8 @@ def points(scenario, dtype=None, **columns):
         if not np.all(np.isfinite(v)):
             raise SpecError(f"points: {name} has a non-finite value at row {int(np.argmin(np.isfinite(v)))}")
         if name == "k" and not np.all(v == np.round(v)):
-            raise SpecError(f"points: k={float(v[np.argmax(v != np.round(v))])!r} at row {int(np.argmax(v != np.round(v)))};"
-                            " expected a whole number of draft tokens")
+            row = int(np.argmax(v != np.round(v)))
+            raise SpecError(f"points: k={float(v[row])!r} at row {row}; expected a whole number of draft tokens")
         distinct = np.unique(v)
         for x in (distinct if distinct.size <= _CHECKED_EACH else distinct[[0, -1]]):
             dataclasses.replace(scenario, **{name: int(x) if name == "k" else float(x)})  # the scenario's checks

@@ -126,7 +126,8 @@ def test_point_with_values_is_point_of_the_replaced_scenario():
     for sc, v in ((SC, dict(batch=300.0, k=5, alpha=0.81, context=1000.0)), (SC, dict(batch=2.0)),
                   (SC, dict(k=0, alpha=0.5)), (tree, dict(batch=64.0, k=4, tree_tokens=8)),  # k not free: in full
                   (FAST["draft model, serving load, k 0 and k >= 1"][0], dict(k=0, batch=3.0))):
-        assert api.point(sc, **v) == api.point(dataclasses.replace(sc, **v)) == _full_build(dataclasses.replace(sc, **v))
+        full = dataclasses.replace(sc, **v)
+        assert api.point(sc, **v) == api.point(full) == _full_build(full)
     for bad in (dict(alpha=1.5), dict(batch=2.0, k=-1), dict(context=2e5), dict(k=2, alpha=float("nan")),
                 dict(batch=1.0, tp=3)):
         with pytest.raises(SpecError) as fast:

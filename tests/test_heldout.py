@@ -32,7 +32,9 @@ def test_every_heldout_row_loads_and_is_supported(name):
 
 def test_qwen3_32b_presets_count_their_config_parameters():
     h, ffn, heads, kv, hd, vocab = 5120, 25600, 64, 8, 128, 151936
-    attn = lambda d_in: d_in * heads * hd + 2 * d_in * kv * hd + heads * hd * h  # q, k, v over d_in; o
+    def attn(d_in):  # q, k, v over d_in; o
+        return d_in * heads * hd + 2 * d_in * kv * hd + heads * hd * h
+
     layer = attn(h) + 3 * h * ffn + 2 * h + 2 * hd  # + RMSNorm weights and Qwen3's q/k norms
     target = models.target(models.load_architecture("qwen3-32b"))
     assert float(target.total_params) == pytest.approx(64 * layer + 2 * vocab * h + h, rel=2e-3)  # untied

@@ -238,7 +238,8 @@ Per-position acceptance (%):
 
 def test_vllm_bench_console_pair(tmp_path, capsys):
     """Two console reports as `vllm bench serve` prints them (labels from vllm/benchmarks/serve.py): at
-    concurrency 16, 1500 and 2400 output tok/s: a throughput ratio of 1.6 at 16 clients; k = 3 from the three positions."""
+    concurrency 16, 1500 and 2400 output tok/s: a throughput ratio of 1.6 at 16 clients; k = 3 from the three
+    positions."""
     p = tmp_path / "console.txt"
     p.write_text("baseline\n" + CONSOLE.format(dur="100.00", tok="1500.00", tpot="10.00", spec="") + "\nspec\n"
                  + CONSOLE.format(dur="62.50", tok="2400.00", tpot="6.25", spec=SPEC))
@@ -688,7 +689,8 @@ def test_trtllm_per_request_perf_metrics(tmp_path, capsys):
     disaggregated record's generation side: 30 / 3 = 10 rounds, 0 accepted: 1.0 (its context side drafts nothing)."""
     assert ingest.detect(TRT_PERF) == ingest.detect(TRT_PERF_JSONL) == "trtllm-requests"
     a, b = ingest.requests([TRT_PERF], "trtllm-requests", k=3)
-    assert (a["request_id"], a["verify_steps"], a["k"], a["accepted_length"]) == ("1", 43, 3, pytest.approx(1 + 10 / 43))
+    assert (a["request_id"], a["verify_steps"], a["k"], a["accepted_length"]) == ("1", 43, 3,
+                                                                                 pytest.approx(1 + 10 / 43))
     assert (b["request_id"], b["verify_steps"], b["accepted_length"]) == ("2", 44, pytest.approx(1 + 50 / 44))
     c, d = ingest.requests([TRT_PERF_JSONL], "trtllm-requests", k=3)
     assert (c["request_id"], c["verify_steps"], c["accepted_length"], c["line"]) == ("7", 20, 3.25, 1)

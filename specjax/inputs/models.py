@@ -16,7 +16,8 @@ from . import config as _config
 from .dtypes import canonical, nbytes
 from ..errors import path_exists, unknown_name
 
-__all__ = ["Model", "target", "eagle_head", "dflash_head", "mtp_head", "self_draft",
+# `Model` comes from the module's __getattr__ (imported with JAX on first use)
+__all__ = ["Model", "target", "eagle_head", "dflash_head", "mtp_head", "self_draft",  # noqa: F822
            "load_architecture", "preset_slugs", "preset_info"]
 
 PRESET_DIR = pathlib.Path(__file__).parents[1] / "presets" / "models"
