@@ -10,10 +10,10 @@ dataset share one acceptance), `t_base_s` and `t_sd_step_s` (measured step times
 where only they are quantised, e.g. gpt-oss's MXFP4 experts beside BF16 attention; empty: weight_dtype). A file
 with `value_s` and no `drafter` column holds plain step times under load instead (`inputs.steps`). Rows at a
 request rate (docs/model.md §10) or a closed-loop client concurrency (docs/model.md §11) give `qps` or
-`concurrency`, `input_len`, `output_len` and `measured_ratio` (the ratio of the metric `metric` names at
-equal load: `METRICS`) in place of `batch`, `context` and `measured_speedup` (a file of such rows may omit those three columns),
-and optionally `max_num_seqs`: exactly one of batch, qps and concurrency per row. The columns of model
-inputs and their ranges are the catalogue's (`catalogue.CSV`).
+`concurrency`, `input_len`, `output_len` and `measured_ratio` (the ratio of the metric `metric` names at equal load:
+`METRICS`) in place of `batch`, `context` and `measured_speedup` (a file of such rows may omit those three columns),
+and optionally `max_num_seqs`: exactly one of batch, qps and concurrency per row. The columns of model inputs and
+their ranges are the catalogue's (`catalogue.CSV`).
 
 A malformed value (a number that is not a number, an alpha above 1) is an error naming the file, the
 line, the column, the value and what is allowed. A row the model cannot represent (an unknown slug or
