@@ -156,11 +156,10 @@ def other_package(checkout):
     return mods["engine.sweep"], mods["engine.sweep_kernel"], mods["inputs.spec"], mods["search.reductions"]
 
 
-def compiled_chunk(pkg, text, name, rows):
-    """(compiled chunk kernel, its arguments, rows, per_row, compile (wall, CPU) s) of spec `text` with the
-    modules `pkg` = (sweep, sweep_kernel, spec, reductions) of one checkout."""
-    sw, sk, sp, red = pkg
-    s = sp.from_text(text, f"{name}.toml")
+def _compile_chunk(s, rows, sw=None, sk=None):
+    """(compiled chunk kernel, its arguments, rows, compile (wall, CPU) s) of spec `s` on its first combination,
+    with the sweep modules `sw`, `sk` of one checkout (default: this one's)."""
+    sw, sk = sw or sweep, sk or sweep_kernel
     n_dev = len(jax.local_devices())
     chunk = min(rows, s.rows_per_combo)
     chunk -= chunk % n_dev
@@ -169,7 +168,16 @@ def compiled_chunk(pkg, text, name, rows):
     args = (jnp.asarray(0, idx), jnp.asarray(s.rows_per_combo, idx), *sw.inputs(s, 0))
     t0, c0 = time.perf_counter(), time.process_time()
     compiled = kern.lower(*args).compile()
-    return compiled, args, chunk, red.get(s.reduce).per_row(s), (time.perf_counter() - t0, time.process_time() - c0)
+    return compiled, args, chunk, (time.perf_counter() - t0, time.process_time() - c0)
+
+
+def compiled_chunk(pkg, text, name, rows):
+    """(compiled chunk kernel, its arguments, rows, per_row, compile (wall, CPU) s) of spec `text` with the
+    modules `pkg` = (sweep, sweep_kernel, spec, reductions) of one checkout."""
+    sw, sk, sp, red = pkg
+    s = sp.from_text(text, f"{name}.toml")
+    compiled, args, chunk, compile_s = _compile_chunk(s, rows, sw, sk)
+    return compiled, args, chunk, red.get(s.reduce).per_row(s), compile_s
 
 
 def ab_all(checkout, wanted, rows, repeats, rounds, bare_specs):
@@ -194,15 +202,7 @@ def ab_all(checkout, wanted, rows, repeats, rounds, bare_specs):
 
 def chunk_rate(s, rows, repeats):
     """(rows/s, rows timed) of the sweep chunk kernel of spec `s` on its first combination."""
-    n_dev = len(jax.local_devices())
-    chunk = min(rows, s.rows_per_combo)
-    chunk -= chunk % n_dev
-    kern = sweep_kernel.chunk_kernel(chunk, n_dev, sweep_kernel.config(s))
-    idx = sweep._index_dtype()
-    args = (jnp.asarray(0, idx), jnp.asarray(s.rows_per_combo, idx), *sweep.inputs(s, 0))
-    t0, c0 = time.perf_counter(), time.process_time()
-    compiled = kern.lower(*args).compile()
-    compile_s = (time.perf_counter() - t0, time.process_time() - c0)
+    compiled, args, chunk, compile_s = _compile_chunk(s, rows)
     run = lambda: jax.block_until_ready(compiled(*args))  # noqa: E731
     run()
     wall, cpu = timed(run, repeats)
