@@ -196,19 +196,23 @@ def test_derivatives_through_the_closed_loop_match_finite_differences():
         c = CLOSED(h, dep, tgt, dr, d, n)
         return jnp.stack([c.sd.throughput_req_s, c.base.ttft_s, c.ratio_e2e])
 
-    cases = (("hbm_bytes_per_s", lambda x: (hw.replace(hbm_bytes_per_s=x), dec)),
-             ("alpha", lambda x: (hw, dec.replace(alpha=x))),
-             ("prefill_efficiency", lambda x: (hw.replace(prefill_efficiency=x), dec)))
+    def moved(x):  # the three inputs at once: x = (hbm_bytes_per_s, alpha, prefill_efficiency)
+        return hw.replace(hbm_bytes_per_s=x[0], prefill_efficiency=x[2]), dec.replace(alpha=x[1])
+
+    names = ("hbm_bytes_per_s", "alpha", "prefill_efficiency")
+    x0 = jnp.asarray([float(hw.hbm_bytes_per_s), float(dec.alpha), float(hw.prefill_efficiency)], F64)
     n = F64(24.0)
-    for name, moved in cases:
-        x0 = float(getattr(hw if name != "alpha" else dec, name))
-        g = jax.jit(jax.jacfwd(lambda x: f(*moved(x), n)))(F64(x0))  # all three outputs in one pass
-        e = 1e-5 * x0
-        fd = (f(*moved(F64(x0 + e)), n) - f(*moved(F64(x0 - e)), n)) / (2 * e)
-        y0 = f(*moved(F64(x0)), n)
+    # all three outputs by all three inputs in one forward pass (one compile instead of one per input); each
+    # column is the derivative along one input with the others held, as a central difference moves one input
+    g = jax.jit(jax.jacfwd(lambda x: f(*moved(x), n)))(x0)
+    y0 = f(*moved(x0), n)
+    for j, name in enumerate(names):
+        e = 1e-5 * float(x0[j])
+        step_j = jnp.zeros(3, F64).at[j].set(e)
+        fd = (f(*moved(x0 + step_j), n) - f(*moved(x0 - step_j), n)) / (2 * e)
         for out in range(3):
-            assert float(g[out]) == pytest.approx(float(fd[out]), rel=1e-4, abs=1e-12 * abs(float(y0[out])) / x0), \
-                (name, out)
+            assert float(g[out, j]) == pytest.approx(float(fd[out]), rel=1e-4,
+                                                     abs=1e-12 * abs(float(y0[out])) / float(x0[j])), (name, out)
     dn = jax.jit(jax.grad(lambda v: cc.closed(hw, dep, tgt, dr, dec, v).sd.batch))(n)  # the concurrency itself
     fd = (float(CLOSED(hw, dep, tgt, dr, dec, F64(24.01)).sd.batch)
           - float(CLOSED(hw, dep, tgt, dr, dec, F64(23.99)).sd.batch)) / 0.02

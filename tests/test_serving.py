@@ -27,8 +27,14 @@ BLOG = dict(target="llama-3-70b", hardware="h100-sxm", drafter="model", draft="q
 
 
 SERVE = jax.jit(serving.serve)
-CURVE = jax.jit(serving.rate_curve)
+# The rate curve with its sensitivities: one program for the curve's own tests and the finite differences of the
+# switch-off rate (its first output is `rate_curve`'s answer; a separate jit of `rate_curve` would compile again).
+SENS = jax.jit(serving.switch_off_sensitivity)
 WITHIN = jax.jit(serving.max_qps_within)
+
+
+def curve(hw, dep, tgt, dr, dec):
+    return SENS(hw, dep, tgt, dr, dec)[0]
 
 
 def built(**kw):
@@ -121,7 +127,7 @@ def test_low_rate_ratio_is_the_batch_1_speedup():
 
 def test_switch_off_rate_and_slo_search():
     hw, dep, tgt, dr, dec = built()
-    rc = CURVE(hw, dep, tgt, dr, dec)
+    rc = curve(hw, dep, tgt, dr, dec)
     off = float(rc.switch_off_qps)
     assert float(rc.qps_low) < off < float(rc.max_qps_sd) < float(rc.max_qps_base)
     below = SERVE(hw, dep, tgt, dr, dec, F64(off * 0.99))
@@ -154,14 +160,14 @@ def test_a_rate_that_only_speculation_cannot_sustain_does_not_pay():
 
 def test_switch_off_sensitivity_matches_finite_differences():
     hw, dep, tgt, dr, dec = built()
-    rc, deriv, elast = jax.jit(serving.switch_off_sensitivity)(hw, dep, tgt, dr, dec)
+    rc, deriv, elast = SENS(hw, dep, tgt, dr, dec)
     off = float(rc.switch_off_qps)
     for name, tree, field in (("alpha", "op", "alpha"), ("hbm_bytes_per_s", "hw", "hbm_bytes_per_s"),
                               ("output_len", "load", "output_len")):
         def moved(x):
             t = dict(hw=hw, op=dec, load=dec.load)[tree].replace(**{field: F64(x)})
             h, d = (t, dec) if tree == "hw" else (hw, t if tree == "op" else dec.replace(load=t))
-            return float(CURVE(h, dep, tgt, dr, d).switch_off_qps)
+            return float(curve(h, dep, tgt, dr, d).switch_off_qps)  # the search at the moved input
 
         x0 = float(getattr(dict(hw=hw, op=dec, load=dec.load)[tree], field))
         e = 1e-4 * x0
@@ -255,10 +261,13 @@ def test_serve_and_switch_off_qps_sweeps_match_the_api(tmp_path):
 
     figs = report.serving_figures(df, tmp_path / "figs")  # the report draws one figure per pair
     assert len(figs) == 1 and "<svg" in figs[0][1] and "output_len" not in figs[0][0]
-    want = {o: api.serve(Scenario(**{**BLOG, "output_len": o, "max_num_seqs": 256}), [1.0, 18.0, 40.0])  # as [fixed]
-            for o in (128, 256)}
+    # the API at each (output_len, qps) of the grid, two rates a call: the compiled shape of test_api_and_cli_keys
+    # (each rate's point is its own, whatever the other rate of the call; three rates a call would compile again)
+    want = {(o, q): p for o in (128, 256) for pair in ([1.0, 18.0], [18.0, 40.0])
+            for q, p in zip(pair, api.serve(Scenario(**{**BLOG, "output_len": o, "max_num_seqs": 256}),  # as [fixed]
+                                            pair)["points"])}
     for row in df.iter_rows(named=True):
-        p = want[row["output_len_tokens"]]["points"][[1.0, 18.0, 40.0].index(row["qps_req_s"])]
+        p = want[row["output_len_tokens"], row["qps_req_s"]]
         assert row["status"] == p["status"]
         for key in ("batch_sd", "tpot_base_s", "tpot_sd_s", "speedup_tpot"):
             assert row[key] == pytest.approx(p[key], rel=1e-5), key
