@@ -498,3 +498,38 @@ def test_section_fit_falls_back_to_its_best_single_term(monkeypatch):
     assert cal.identified == ("expert_traffic",)
     losses.clear()
     assert transfer.fit_section([], "x", {}) is None
+
+
+def test_a_poorly_identified_term_at_its_bound_is_held(monkeypatch):
+    """`calibrate.fit`: a term whose standard error is above a quarter of its value and that ends at a
+    plausibility bound of its fit is held at its prior, even where the F test calls it needed (the data want
+    more than physics allows, which no value of that term gives); a needed poorly identified term inside its
+    bounds stays fitted and an identified term at a bound stays identified. The optimiser and the errors are
+    replaced by fixed answers."""
+    first = {"hbm_efficiency": 1.0, "prefill_efficiency": 0.2, "kernel_overhead_s": 5e-6}
+    fits = []
+
+    def fake_optimise(data, fit, held, *a, **kw):
+        fits.append(tuple(fit))
+        return {**held, **{n: first[n] for n in fit}}, np.array([1.0, 0.5])
+
+    def fake_identifiability(vals, fit, data, dtype):
+        ratio = {n: (0.1 if n == "hbm_efficiency" else 3.0) for n in fit}
+        return {n: ratio[n] * 0.25 * abs(vals[n]) for n in fit}, ratio, 10.0
+
+    monkeypatch.setattr(calibrate, "_optimise", fake_optimise)
+    monkeypatch.setattr(calibrate, "identifiability", fake_identifiability)
+    monkeypatch.setattr(calibrate, "needed", lambda *a: True)
+    rows = _plain_rows([("llama-3.1-8b", "h100-sxm", b) for b in (1, 4, 16, 64, 256)])
+    cal = calibrate.fit(rows, holdout_fraction=0.0, steps=30, fields=tuple(first))
+    assert cal.values["prefill_efficiency"] == calibrate.PRIORS["prefill_efficiency"]
+    assert "prefill_efficiency" in cal.held
+    assert cal.not_identified == ("kernel_overhead_s",) and cal.values["kernel_overhead_s"] == 5e-6
+    assert cal.identified == ("hbm_efficiency",) and cal.values["hbm_efficiency"] == 1.0
+    assert fits[1] == ("hbm_efficiency", "kernel_overhead_s")  # the refit without the pinned term
+    # plausibility bounds count; a limit of the term's own definition does not
+    assert calibrate.at_bound("prefill_efficiency", 0.2) and calibrate.at_bound("hbm_efficiency", 0.7001)
+    assert calibrate.at_bound("activation_traffic", 99.99) and calibrate.at_bound("layer_overhead_s", 3e-4)
+    assert not calibrate.at_bound("prefill_efficiency", 0.21) and not calibrate.at_bound("kernel_overhead_s", 5e-6)
+    assert not any(calibrate.at_bound(n, v) for n, v in (("hbm_efficiency", 1.0), ("non_overlap", 1.0),
+                                                         ("non_overlap", 0.0), ("step_overhead_s", 0.0)))

@@ -51,6 +51,17 @@ def _in_bounds(name, v):
     return min(max(float(v), lo), hi)
 
 
+def at_bound(name, v, tol=1e-3):
+    """True where `v` sits within `tol` of the fit's width from a plausibility bound of `name`: a fitting bound
+    inside the term's own range (eta_P's 0.2, eta_F's 0.3, 100 activation vectors), not a limit of its
+    definition (no overhead or traffic below 0, no efficiency above 1, non_overlap's 0 and 1), which is a value
+    the data may well want."""
+    lo, hi = BOUNDS[name]
+    row = catalogue.FIT[name]
+    width = tol * (hi - lo)
+    return (lo > row.lo and v - lo <= width) or (hi < row.hi and hi - v <= width)
+
+
 def _prior(row):
     """Held when not identified: the row's prior, else the pure roofline's value (no overhead), in bounds."""
     return row.prior if row.prior is not None else _in_bounds(row.name, engines.DEFAULTS.get(row.name, row.fit[0]))
@@ -398,8 +409,22 @@ def fit(rows, *, name="calibrated", hbm_efficiency=0.85, holdout_fraction=0.3, s
     first_se, first_cond = se, cond
     n_res = int(np.asarray(data["used"]).sum())
     loss = float(hist[-1])
-    while identified and max(ratio.values()) >= 1.0:  # hold the least identified term the data can spare
+    while identified:
+        pinned = tuple(n for n in identified if ratio[n] >= 1.0 and at_bound(n, vals[n]))
+        if pinned and len(pinned) < len(identified):  # a poorly identified term at its bound says the data
+            # want more than physics allows, which no value of that term gives (a term is missing): held
+            identified = tuple(n for n in identified if n not in pinned)
+            vals, hist = _optimise(data, identified, held, max(steps // 3, 10), learning_rate, dtype, progress,
+                                   "refit without " + ", ".join(pinned),
+                                   start={**start, **vals, **{n: held[n] for n in pinned}})
+            hists.append(hist)
+            loss = float(hist[-1])
+            se, ratio, cond = identifiability(vals, identified, data, dtype)
+            continue
+        if max(ratio.values()) < 1.0:
+            break
         for worst in sorted((n for n in identified if ratio[n] >= 1.0), key=ratio.get, reverse=True):
+            # hold the least identified term the data can spare
             trial = tuple(n for n in identified if n != worst)
             t_vals, hist = _optimise(data, trial, held, max(steps // 3, 10), learning_rate, dtype, progress,
                                      f"refit without {worst}", start={**start, **vals, worst: held[worst]})
