@@ -409,28 +409,29 @@ def fit(rows, *, name="calibrated", hbm_efficiency=0.85, holdout_fraction=0.3, s
     first_se, first_cond = se, cond
     n_res = int(np.asarray(data["used"]).sum())
     loss = float(hist[-1])
+
+    def refit_without(names):  # the fit again with `names` held at their priors: (kept terms, values, final loss)
+        kept = tuple(n for n in identified if n not in names)
+        t_vals, t_hist = _optimise(data, kept, held, max(steps // 3, 10), learning_rate, dtype, progress,
+                                   "refit without " + ", ".join(names),
+                                   start={**start, **vals, **{n: held[n] for n in names}})
+        hists.append(t_hist)
+        return kept, t_vals, float(t_hist[-1])
+
     while identified:
         pinned = tuple(n for n in identified if ratio[n] >= 1.0 and at_bound(n, vals[n]))
         if pinned and len(pinned) < len(identified):  # a poorly identified term at its bound says the data
             # want more than physics allows, which no value of that term gives (a term is missing): held
-            identified = tuple(n for n in identified if n not in pinned)
-            vals, hist = _optimise(data, identified, held, max(steps // 3, 10), learning_rate, dtype, progress,
-                                   "refit without " + ", ".join(pinned),
-                                   start={**start, **vals, **{n: held[n] for n in pinned}})
-            hists.append(hist)
-            loss = float(hist[-1])
+            identified, vals, loss = refit_without(pinned)
             se, ratio, cond = identifiability(vals, identified, data, dtype)
             continue
         if max(ratio.values()) < 1.0:
             break
         for worst in sorted((n for n in identified if ratio[n] >= 1.0), key=ratio.get, reverse=True):
             # hold the least identified term the data can spare
-            trial = tuple(n for n in identified if n != worst)
-            t_vals, hist = _optimise(data, trial, held, max(steps // 3, 10), learning_rate, dtype, progress,
-                                     f"refit without {worst}", start={**start, **vals, worst: held[worst]})
-            hists.append(hist)
-            if not needed(loss, float(hist[-1]), n_res, len(identified)):
-                identified, vals, loss = trial, t_vals, min(loss, float(hist[-1]))
+            trial, t_vals, t_loss = refit_without((worst,))
+            if not needed(loss, t_loss, n_res, len(identified)):
+                identified, vals, loss = trial, t_vals, min(loss, t_loss)
                 break
         else:  # every poorly identified term is needed: keep them (their errors say how poorly)
             break
