@@ -138,7 +138,9 @@ def test_no_recompilation_after_first_chunk(tmp_path, monkeypatch):
 
 def test_sharded_over_four_devices_equals_one(tmp_path, capsys):
     """Four host devices need XLA_FLAGS before JAX starts: a subprocess; the one-device run is this process
-    (in float32, as a fresh process evaluates)."""
+    (in float32, as a fresh process evaluates). The subprocess's XLA_FLAGS replace the suite's (conftest.py), so it
+    compiles at XLA's default optimisation and emitters: bit-identical columns also say the suite's faster-compiling
+    flags change no number."""
     env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu"}
     with jax.enable_x64(False):
         code, _, err = cli(capsys, "sweep", DATA / "tiny.toml", "--out", tmp_path / "one", "--devices", "1", "--quiet")
