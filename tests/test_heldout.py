@@ -16,7 +16,7 @@ from specjax.inputs import measured, models
 HELDOUT = pathlib.Path(__file__).resolve().parents[1] / "data" / "heldout"
 # rows per series-id prefix (the source tag), as data/heldout/README.md lists them
 ROWS = {
-    "spec_at_load.csv": {"atomdash": 42, "atomrecipe": 4, "sglpr10281": 1, "amdmtp25": 7},
+    "spec_at_load.csv": {"atomdash": 42, "atomrecipe": 4, "sglpr10281": 1, "amdmtp25": 7, "specdrift": 3},
     "spec_at_rate.csv": {"vllmblog24": 4, "llmd2074": 10, "amdspecdd25": 3},
     "plain_steps.csv": {"vllmkvfp8": 4, "vllmkvfp8fit": 16, "infx828": 12, "llmd2074": 10},
 }
