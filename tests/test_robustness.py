@@ -486,6 +486,11 @@ def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path, capsys)
     (["optimize", *POINT[1:9], "--trees"], "a draft tree needs a drafter that runs a model; drafter='ngram' runs none"),
     (["point", "--target", "llama-3.1-8b", "--hardware", "h200", "--drafter", "model", "--draft", "llama-3-70b",
       "--alpha", "0.6", "--ignore-memory"], "expected a draft model no larger than the target llama-3.1-8b (8.0B"),
+    # an empty entry of a rate list was dropped (every later position moved up one); a word the approximate
+    # column does not know was read as "no"; a speedup of 1e30 was told "expected a number > 0"
+    (["point", *POINT[1:7], "--acceptance-vector", "0.5,,0.3"], "acceptance_vector='0.5,,0.3': entry 2 is empty"),
+    (["validate", "{maybe}"], "column approximate: 'maybe'; expected yes or no"),
+    (["validate", "{huge}"], "column measured_speedup: '1e30'; expected a number 0 < measured_speedup < 100"),
 ])
 def test_hostile_first_user_cases(args, text, tmp_path, capsys):
     """A rate list with a word in it named no option ("Invalid value: ..."); a sweep --out that is a file said
@@ -502,11 +507,17 @@ def test_hostile_first_user_cases(args, text, tmp_path, capsys):
     (tmp_path / "dup.csv").write_text(f"{head},series\n{row},again\n")
     (tmp_path / "comma.csv").write_text(f"{head},\n{row},\n")
     (tmp_path / "rows.csv").write_text(f"{head}\n{row}\n")
+    cells = dict(zip(head.split(","), range(99)))
+    for name, col, v in (("maybe", "approximate", "maybe"), ("huge", "measured_speedup", "1e30")):
+        bad = row.split(",")
+        bad[cells[col]] = v
+        (tmp_path / f"{name}.csv").write_text(f"{head}\n{','.join(bad)}\n")
     eng = root / "tests" / "data" / "engines"
     names = {"{spec}": str(root / "tests" / "data" / "tiny.toml"), "{file}": str(tmp_path / "f.csv"),
              "{dup}": str(tmp_path / "dup.csv"), "{comma}": str(tmp_path / "comma.csv"), "{log}": str(eng / "vllm.log"),
              "{bench}": str(eng / "vllm_bench_base.json"), "{bench2}": str(eng / "vllm_bench_eagle3.json"),
-             "{rows}": str(tmp_path / "rows.csv"), "{rows2}": f"{tmp_path}/../{tmp_path.name}/rows.csv"}
+             "{rows}": str(tmp_path / "rows.csv"), "{maybe}": str(tmp_path / "maybe.csv"),
+             "{huge}": str(tmp_path / "huge.csv"), "{rows2}": f"{tmp_path}/../{tmp_path.name}/rows.csv"}
     one_line_error(capsys, [names.get(a, a).replace("{d}", str(tmp_path)) for a in args], text)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(("o", "r")) and p.name != "rows.csv"]
 
