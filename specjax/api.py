@@ -94,7 +94,10 @@ def check_batch_max(x):
 
 
 def _values(name, xs, row=None):
-    """A non-empty list of numbers, each inside input `name`'s catalogue row (`row`: another row's range)."""
+    """A non-empty list of numbers (a single number: a list of one), each inside input `name`'s catalogue row
+    (`row`: another row's range)."""
+    if isinstance(xs, (int, float, np.number)) and not isinstance(xs, bool):
+        xs = [xs]
     if isinstance(xs, (str, bytes)) or not np.iterable(xs):
         raise SpecError(f"{name}={_short_repr(xs)}; expected a non-empty list of numbers")
     xs = list(np.asarray(xs, dtype=object).reshape(-1))

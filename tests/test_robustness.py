@@ -540,7 +540,7 @@ _LOAD = dict(_SC, input_len=100, output_len=100)
     (lambda sc: api.crossover(sc, batch_max=-5), "batch_max=-5; expected 2 <= batch_max <= 1e8"),
     (lambda sc: api.sensitivity(sc, batch_max="x"), "batch_max='x'; expected 2 <= batch_max <= 1e8"),
     (lambda sc: api.optimize(sc, []), "batches=[]; expected a non-empty list of numbers"),
-    (lambda sc: api.optimize(sc, 8), "batches=8; expected a non-empty list of numbers"),
+    (lambda sc: api.optimize(sc, "8"), "batches='8'; expected a non-empty list of numbers"),
     (lambda sc: api.optimize(sc, [0]), "batches=0; expected 1 <= batch <= 1e8"),
     (lambda sc: api.optimize(sc, [8], k_max=0), "k_max=0; expected an integer 1 <= k_max <= 64"),
     (lambda sc: api.optimize(sc, [8], method="adam"), "method='adam'; expected 'optax' or 'brute'"),
@@ -550,7 +550,8 @@ _LOAD = dict(_SC, input_len=100, output_len=100)
     (lambda sc: api.serve(Scenario(**_LOAD), []), "qps=[]; expected a non-empty list of numbers"),
     (lambda sc: api.serve(Scenario(**_LOAD), points=0), "points=0; expected an integer 1 <= points <= 10000"),
     (lambda sc: api.serve(Scenario(**_LOAD), [1.0], tpot_slo=-1), "tpot_slo=-1; expected 0 < tpot_slo < 1e6"),
-    (lambda sc: api.serve_concurrency(Scenario(**_LOAD), 4), "concurrency=4; expected a non-empty list"),
+    (lambda sc: api.serve_concurrency(Scenario(**_LOAD), []), "concurrency=[]; expected a non-empty list"),
+    (lambda sc: api.serve_concurrency(Scenario(**_LOAD), [0]), "concurrency=0; expected an integer 1 <="),
     (lambda sc: api.serve_concurrency(Scenario(**_LOAD), [2.5]), "concurrency=2.5; expected an integer 1 <="),
 ])
 def test_the_python_api_refuses_wrong_types_by_name(call, text):
