@@ -58,13 +58,26 @@ def _find(hw, deploy, target, draft, dec, batch_max, n_grid=_crossover.N_GRID):
     return _crossover.find(hw, deploy, target, draft, dec, batch_max, n_grid, max_dips=MAX_DIPS)
 
 
+_SCENARIO_TYPES = set()  # classes already seen to be Scenarios (the check runs once per class, not per call)
+
+
 def _scenario(scenario):
     """`scenario` itself, or a one-line error where it is not a `Scenario` (a preset name, None, a dict)."""
+    t = type(scenario)
+    if t in _SCENARIO_TYPES:
+        return scenario
     # by its interface: `scenario.define()` makes a new Scenario class when a catalogue row is added
-    if isinstance(scenario, type) or not all(hasattr(scenario, a) for a in ("build", "structure", "has_load")):
+    if isinstance(scenario, type) or not dataclasses.is_dataclass(t) or not all(
+            hasattr(t, a) for a in ("build", "structure", "has_load")):
         raise SpecError(f"scenario={_short_repr(scenario)}; expected a specjax.Scenario "
                         "(Scenario(target, hardware, ...))")
+    _SCENARIO_TYPES.add(t)
     return scenario
+
+
+@functools.lru_cache(maxsize=None)
+def _field_names(cls):
+    return frozenset(f.name for f in dataclasses.fields(cls))
 
 
 def _short_repr(x, n=60):
@@ -157,7 +170,7 @@ def point(scenario, dtype=None, **values):
     (tests/test_api_points.py). On a CPU the program runs on `specjax.inline`'s client, in the caller's
     thread (the same executable, the same bits: tests/test_inline.py)."""
     scenario, dtype = _scenario(scenario), _dtype(dtype)
-    unknown = sorted(set(values) - {f.name for f in dataclasses.fields(scenario)})
+    unknown = sorted(set(values) - _field_names(type(scenario)))
     if unknown:
         raise SpecError(f"point: {unknown[0]}={_short_repr(values[unknown[0]])} is not an input of a Scenario; "
                         f"expected some of {', '.join(VARYING)} (or another Scenario field)")
