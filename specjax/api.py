@@ -58,6 +58,80 @@ def _find(hw, deploy, target, draft, dec, batch_max, n_grid=_crossover.N_GRID):
     return _crossover.find(hw, deploy, target, draft, dec, batch_max, n_grid, max_dips=MAX_DIPS)
 
 
+_SCENARIO_TYPES = set()  # classes already seen to be Scenarios (the check runs once per class, not per call)
+
+
+def _scenario(scenario):
+    """`scenario` itself, or a one-line error where it is not a `Scenario` (a preset name, None, a dict)."""
+    t = type(scenario)
+    if t in _SCENARIO_TYPES:
+        return scenario
+    # by its interface: `scenario.define()` makes a new Scenario class when a catalogue row is added
+    if isinstance(scenario, type) or not dataclasses.is_dataclass(t) or not all(
+            hasattr(t, a) for a in ("build", "structure", "has_load")):
+        raise SpecError(f"scenario={_short_repr(scenario)}; expected a specjax.Scenario "
+                        "(Scenario(target, hardware, ...))")
+    _SCENARIO_TYPES.add(t)
+    return scenario
+
+
+@functools.lru_cache(maxsize=None)
+def _field_names(cls):
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
+def _short_repr(x, n=60):
+    r = repr(x)
+    return r if len(r) <= n else r[:n] + "..."
+
+
+def _dtype(dtype):
+    """None or a float dtype the kernels compute in (float32, float64); anything else is refused by name."""
+    if dtype is None:
+        return None
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = None
+    if dt is None or dt.name not in ("float32", "float64"):
+        raise SpecError(f"dtype={_short_repr(dtype)}; expected float32 or float64 (or None: float32)")
+    return dtype
+
+
+def check_batch_max(x):
+    """The search bound: a batch in [2, 1e8] (a larger or infinite bound overflows the search)."""
+    if not catalogue.INPUTS["batch"].ok(x) or x < 2:
+        raise SpecError(f"batch_max={_short_repr(x)}; expected 2 <= batch_max <= 1e8 (sequences)")
+    return x
+
+
+def _values(name, xs, row=None):
+    """A non-empty list of numbers (a single number: a list of one), each inside input `name`'s catalogue row
+    (`row`: another row's range)."""
+    if isinstance(xs, (int, float, np.number)) and not isinstance(xs, bool):
+        xs = [xs]
+    if isinstance(xs, (str, bytes)) or not np.iterable(xs):
+        raise SpecError(f"{name}={_short_repr(xs)}; expected a non-empty list of numbers")
+    xs = list(np.asarray(xs, dtype=object).reshape(-1))
+    if not xs:
+        raise SpecError(f"{name}=[]; expected a non-empty list of numbers")
+    check = catalogue.INPUTS[row or name]
+    return [check.check(x.item() if isinstance(x, np.generic) else x, field=name) for x in xs]
+
+
+def _whole(name, x, lo, hi):
+    """An integer in [lo, hi] (k_max, max_depth, points), or a one-line error naming it."""
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or not lo <= x <= hi:
+        raise SpecError(f"{name}={_short_repr(x)}; expected an integer {lo} <= {name} <= {hi}")
+    return int(x)
+
+
+def _has_load(scenario, what):
+    if not scenario.has_load:
+        raise SpecError(f"{what}: the scenario has no serving load; expected input_len and output_len "
+                        "(Scenario(..., input_len=1024, output_len=128))")
+
+
 def inputs(scenario):
     """The resolved inputs of a `Scenario`, echoed with every answer (what was actually evaluated): every
     catalogue input a scenario carries (`catalogue.ECHO`), with the dtypes the model resolved, alpha as
@@ -95,6 +169,14 @@ def point(scenario, dtype=None, **values):
     own fields were checked when it was constructed. The outputs are those of a full build, bit for bit
     (tests/test_api_points.py). On a CPU the program runs on `specjax.inline`'s client, in the caller's
     thread (the same executable, the same bits: tests/test_inline.py)."""
+    scenario, dtype = _scenario(scenario), _dtype(dtype)
+    unknown = sorted(set(values) - _field_names(type(scenario)))
+    if unknown:
+        raise SpecError(f"point: {unknown[0]}={_short_repr(values[unknown[0]])} is not an input of a Scenario; "
+                        f"expected some of {', '.join(VARYING)} (or another Scenario field)")
+    if "k" in values and not (isinstance(values["k"], (int, float, np.number)) and float(values["k"]).is_integer()):
+        catalogue.INPUTS["k"].check(values["k"])  # not a number or out of range: the row's message
+        raise SpecError(f"k={_short_repr(values['k'])}; expected a whole number of draft tokens 0 <= k <= 64")
     return _point_dict(_point_result(scenario, dtype, values))
 
 
@@ -166,6 +248,7 @@ def _point_dict(result):
 def crossover(scenario, batch_max=65536.0, dtype=None):
     """The crossover of a `Scenario`'s speedup curve (its batch is ignored): B_off as `crossover_batch`,
     the first crossing, the dips, the paying range and the status (docs/model.md §7); returns a dict."""
+    scenario, dtype, batch_max = _scenario(scenario), _dtype(dtype), check_batch_max(batch_max)
     return _crossover_dict(_find(*scenario.build(*(dtype,) if dtype else ()), batch_max))
 
 
@@ -189,6 +272,7 @@ _sens = store.jit(functools.partial(_sensitivity.crossover_sensitivity, max_dips
 def sensitivity(scenario, batch_max=65536.0, dtype=None):
     """Elasticities and derivatives for every continuous input: of the switch-off batch B_off where the
     curve has one, else of the speedup at the scenario's batch (`of` says which, `at_batch` where)."""
+    scenario, dtype, batch_max = _scenario(scenario), _dtype(dtype), check_batch_max(batch_max)
     c, deriv, elast, of = _sens(*scenario.build(*(dtype,) if dtype else ()), batch_max)
     out = _crossover_dict(c)
     out["of"] = _sensitivity.OF[int(of)]
@@ -242,9 +326,14 @@ def optimize_trees(scenario, batches, max_depth=8, dtype=None):
     """The best draft shape (depth, topk, tokens; docs/model.md §4.4) at each batch, beside the best chain k:
     `shape_by_batch` objects with batch, status (of the best shape), depth, topk, tokens, speedup,
     chain_k, chain_speedup. A shape with speedup <= 1 means: switch speculation off there."""
+    scenario, dtype = _scenario(scenario), _dtype(dtype)
+    batches, max_depth = _values("batches", batches, "batch"), _whole("max_depth", max_depth, 1, 8)
+    from .inputs import drafters
+
+    if not drafters.get(scenario.drafter).runs_model:
+        raise SpecError(f"a draft tree needs a drafter that runs a model; drafter={scenario.drafter!r} runs none")
     hw, deploy, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
     if dec.is_parallel:
-        from .errors import SpecError
         raise SpecError("draft trees need a chain drafter; drafter='parallel' proposes one block of k tokens "
                         "(search its block size k without --trees)")
     if not dec.is_tree:
@@ -284,6 +373,10 @@ def optimize(scenario, batches, k_max=16, batch_max=65536.0, dtype=None, method=
     never_pays). `ignore_memory`: pure roofline, as `point --ignore-memory`: k* at every batch whose
     inputs are physical (the status still says what does not fit), and memory bounds nothing.
     `k_max`: the largest k searched (a DFlash drafter's block less one where smaller)."""
+    scenario, dtype, batch_max = _scenario(scenario), _dtype(dtype), check_batch_max(batch_max)
+    batches, k_max = _values("batches", batches, "batch"), _whole("k_max", k_max, 1, catalogue.K_MAX)
+    if method not in ("optax", "brute"):
+        raise SpecError(f"method={_short_repr(method)}; expected 'optax' or 'brute'")
     hw, deploy, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
     k_max = min(k_max, block_k(scenario) or k_max)  # a DFlash drafter: at most its block
     b = np.asarray(batches, dtype=np.asarray(dec.alpha).dtype)
@@ -325,6 +418,13 @@ def _serve(hw, deploy, tgt, draft, dec, qps, tpot_slo, ttft_slo, relative, sensi
     slo_factor = jnp.stack([jnp.ones_like(sp.tpot_factors[-1]), sp.tpot_factors[-1]])  # plain decoding: no spread
     within = _serving.max_qps_within(hw, deploy, tgt, draft, dec, tpot_slo, ttft_slo, m, slo_factor)
     return per, curve, within, deriv, elast, sp
+
+
+def check_slo(name, x):
+    """A latency target in seconds: 0 < x < 1e6, or None (no target)."""
+    if x is not None and (isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 < x < 1e6):
+        raise SpecError(f"{name}={_short_repr(x)}; expected 0 < {name} < 1e6 (seconds)")
+    return x
 
 
 def check_percentile(p, field="slo_percentile"):
@@ -390,6 +490,13 @@ def serve(scenario, qps=None, tpot_slo=None, ttft_slo=None, sensitivity=False, d
     the sustainable rates, the switch-off rate and the curve's status; with SLOs (seconds) the largest rate
     meeting them (the TPOT target on the `slo_percentile` of requests, default the mean); with
     `sensitivity` the elasticities of the switch-off rate."""
+    scenario, dtype = _scenario(scenario), _dtype(dtype)
+    _has_load(scenario, "serve")
+    if qps is not None:
+        qps = _values("qps", qps)
+    points = _whole("points", points, 1, 10_000)
+    for name, slo in (("tpot_slo", tpot_slo), ("ttft_slo", ttft_slo)):
+        check_slo(name, slo)
     slo_percentile = check_percentile(slo_percentile)
     scenario, samples = with_samples(scenario, acceptance_samples)
     hw, deploy, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
@@ -447,6 +554,9 @@ def serve_concurrency(scenario, concurrency, sensitivity=False, dtype=None, acce
     side's TPOT percentiles over requests (as `serve`); over N the concurrency where speculation stops
     lowering E2E (`switch_off_concurrency`) and each side's capacity; with `sensitivity` the elasticities
     of the switch-off concurrency (None where there is none)."""
+    scenario, dtype = _scenario(scenario), _dtype(dtype)
+    _has_load(scenario, "serve_concurrency")
+    concurrency = _values("concurrency", concurrency)
     scenario, samples = with_samples(scenario, acceptance_samples)
     hw, deploy, tgt, draft, dec = scenario.build(*(dtype,) if dtype else ())
     f = np.asarray(dec.alpha).dtype
@@ -494,6 +604,14 @@ def _vmapped_step(hw, deploy, target, draft, dec, columns):
 _steps = store.jit(_vmapped_step)
 
 
+def _is_numeric(v):
+    try:
+        np.asarray(v, dtype=np.float64)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
 def points(scenario, dtype=None, **columns):
     """Many operating points of one scenario in one call: `columns` are equal-length arrays of some of
     `VARYING` (batch, k, alpha, context), every other input is the scenario's. Returns a polars DataFrame,
@@ -504,14 +622,20 @@ def points(scenario, dtype=None, **columns):
     smallest and largest, and k's integrality everywhere) goes through the scenario's own checks."""
     import polars as pl
 
-    from .errors import SpecError
-
     unknown = sorted(set(columns) - set(VARYING))
     if unknown:
         raise SpecError(f"points: {unknown[0]!r} is not a column points takes; expected some of {', '.join(VARYING)}")
     if not columns:
         raise SpecError(f"points: no columns; give one or more of {', '.join(VARYING)} as arrays")
-    cols = {n: np.asarray(v, dtype=np.float64).reshape(-1) for n, v in columns.items()}
+    scenario, dtype = _scenario(scenario), _dtype(dtype)
+    try:
+        cols = {n: np.asarray(v, dtype=np.float64).reshape(-1) for n, v in columns.items()}
+    except (TypeError, ValueError):
+        bad = next(n for n, v in columns.items() if not _is_numeric(v))
+        raise SpecError(f"points: {bad}={_short_repr(columns[bad])}; expected an array of numbers") from None
+    if not all(len(v) for v in cols.values()):
+        empty = next(n for n, v in cols.items() if not len(v))
+        raise SpecError(f"points: {empty} is empty; expected at least one value")
     n = {len(v) for v in cols.values()}
     if len(n) != 1:
         raise SpecError(f"points: columns of different lengths ({', '.join(f'{k}={len(v)}' for k, v in cols.items())})")

@@ -10,6 +10,7 @@ import pathlib
 import pytest
 
 from specjax import api, catalogue
+from specjax.errors import SpecError
 from specjax.cli import main
 from specjax.inputs import hardware
 from specjax.inputs.scenario import Scenario
@@ -473,6 +474,23 @@ def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path, capsys)
     (["ingest", "{log}", "{log}", "--out", "{d}/o.csv"], "given twice (also as"),
     (["ingest", "{bench}", "{bench2}", "--target", "llama-3.1-8b", "--hardware", "h100-sxm", "--drafter", "eagle",
       "--draft", "eagle3-llama-3.1-8b", "--k", "5", "--out", "{d}/o.csv"], "the result's draft length is 3, not --k 5"),
+    # hostile review 15: an empty --out wrote into the working directory (sweep, report), dropped the table
+    # (validate: exit 0) or was a traceback (plot); --devices 0 meant "all"; --trees searched draft trees of
+    # a drafter that runs no model (point refuses one); a draft larger than the target was evaluated
+    (["plot", "roofline", *POINT[1:7], "--out", ""], "out=''; expected a file path without suffix"),
+    (["plot", "roofline", *POINT[1:7], "--out", "{d}/"], "expected a file path without suffix"),
+    (["validate", "{rows}", "--out", ""], "out=''; expected a .csv or .parquet file name"),
+    (["sweep", "{spec}", "--out", ""], "out=''; expected a directory path"),
+    (["report", "{spec}", "--out", " "], "out=' '; expected a directory path"),
+    (["sweep", "{spec}", "--out", "{d}/o", "--devices", "0"], "devices=0; expected 1 <= devices <= "),
+    (["optimize", *POINT[1:9], "--trees"], "a draft tree needs a drafter that runs a model; drafter='ngram' runs none"),
+    (["point", "--target", "llama-3.1-8b", "--hardware", "h200", "--drafter", "model", "--draft", "llama-3-70b",
+      "--alpha", "0.6", "--ignore-memory"], "expected a draft model no larger than the target llama-3.1-8b (8.0B"),
+    # an empty entry of a rate list was dropped (every later position moved up one); a word the approximate
+    # column does not know was read as "no"; a speedup of 1e30 was told "expected a number > 0"
+    (["point", *POINT[1:7], "--acceptance-vector", "0.5,,0.3"], "acceptance_vector='0.5,,0.3': entry 2 is empty"),
+    (["validate", "{maybe}"], "column approximate: 'maybe'; expected yes or no"),
+    (["validate", "{huge}"], "column measured_speedup: '1e30'; expected a number 0 < measured_speedup < 100"),
 ])
 def test_hostile_first_user_cases(args, text, tmp_path, capsys):
     """A rate list with a word in it named no option ("Invalid value: ..."); a sweep --out that is a file said
@@ -489,16 +507,63 @@ def test_hostile_first_user_cases(args, text, tmp_path, capsys):
     (tmp_path / "dup.csv").write_text(f"{head},series\n{row},again\n")
     (tmp_path / "comma.csv").write_text(f"{head},\n{row},\n")
     (tmp_path / "rows.csv").write_text(f"{head}\n{row}\n")
+    cells = dict(zip(head.split(","), range(99)))
+    for name, col, v in (("maybe", "approximate", "maybe"), ("huge", "measured_speedup", "1e30")):
+        bad = row.split(",")
+        bad[cells[col]] = v
+        (tmp_path / f"{name}.csv").write_text(f"{head}\n{','.join(bad)}\n")
     eng = root / "tests" / "data" / "engines"
     names = {"{spec}": str(root / "tests" / "data" / "tiny.toml"), "{file}": str(tmp_path / "f.csv"),
              "{dup}": str(tmp_path / "dup.csv"), "{comma}": str(tmp_path / "comma.csv"), "{log}": str(eng / "vllm.log"),
              "{bench}": str(eng / "vllm_bench_base.json"), "{bench2}": str(eng / "vllm_bench_eagle3.json"),
-             "{rows}": str(tmp_path / "rows.csv"), "{rows2}": f"{tmp_path}/../{tmp_path.name}/rows.csv"}
+             "{rows}": str(tmp_path / "rows.csv"), "{maybe}": str(tmp_path / "maybe.csv"),
+             "{huge}": str(tmp_path / "huge.csv"), "{rows2}": f"{tmp_path}/../{tmp_path.name}/rows.csv"}
     one_line_error(capsys, [names.get(a, a).replace("{d}", str(tmp_path)) for a in args], text)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(("o", "r")) and p.name != "rows.csv"]
 
 
 # --- 6. the first hour ---------------------------------------------------------------------------------------
+
+_SC = dict(target="llama-3.1-8b", hardware="h100-sxm", batch=8, alpha=0.6, draft_cost=0.1)
+_LOAD = dict(_SC, input_len=100, output_len=100)
+
+
+@pytest.mark.parametrize("call, text", [
+    (lambda sc: api.point("llama-3.1-8b"), "scenario='llama-3.1-8b'; expected a specjax.Scenario"),
+    (lambda sc: api.crossover(None), "scenario=None; expected a specjax.Scenario"),
+    (lambda sc: api.point(sc, colour=1), "point: colour=1 is not an input of a Scenario"),
+    (lambda sc: api.point(sc, k=2.5), "k=2.5; expected a whole number of draft tokens 0 <= k <= 64"),
+    (lambda sc: api.point(sc, dtype="x"), "dtype='x'; expected float32 or float64"),
+    (lambda sc: api.point(sc, dtype="float16"), "dtype='float16'; expected float32 or float64"),
+    (lambda sc: api.points(sc, batch="abc"), "points: batch='abc'; expected an array of numbers"),
+    (lambda sc: api.points(sc, batch=[]), "points: batch is empty"),
+    (lambda sc: api.crossover(sc, batch_max=-5), "batch_max=-5; expected 2 <= batch_max <= 1e8"),
+    (lambda sc: api.sensitivity(sc, batch_max="x"), "batch_max='x'; expected 2 <= batch_max <= 1e8"),
+    (lambda sc: api.optimize(sc, []), "batches=[]; expected a non-empty list of numbers"),
+    (lambda sc: api.optimize(sc, "8"), "batches='8'; expected a non-empty list of numbers"),
+    (lambda sc: api.optimize(sc, [0]), "batches=0; expected 1 <= batch <= 1e8"),
+    (lambda sc: api.optimize(sc, [8], k_max=0), "k_max=0; expected an integer 1 <= k_max <= 64"),
+    (lambda sc: api.optimize(sc, [8], method="adam"), "method='adam'; expected 'optax' or 'brute'"),
+    (lambda sc: api.optimize_trees(sc, [1]), "a draft tree needs a drafter that runs a model"),
+    (lambda sc: api.serve(sc, [1.0]), "serve: the scenario has no serving load; expected input_len and output_len"),
+    (lambda sc: api.serve(Scenario(**_LOAD), [-1.0]), "qps=-1.0; expected 0 < qps <= 1e7"),
+    (lambda sc: api.serve(Scenario(**_LOAD), []), "qps=[]; expected a non-empty list of numbers"),
+    (lambda sc: api.serve(Scenario(**_LOAD), points=0), "points=0; expected an integer 1 <= points <= 10000"),
+    (lambda sc: api.serve(Scenario(**_LOAD), [1.0], tpot_slo=-1), "tpot_slo=-1; expected 0 < tpot_slo < 1e6"),
+    (lambda sc: api.serve_concurrency(Scenario(**_LOAD), []), "concurrency=[]; expected a non-empty list"),
+    (lambda sc: api.serve_concurrency(Scenario(**_LOAD), [0]), "concurrency=0; expected an integer 1 <="),
+    (lambda sc: api.serve_concurrency(Scenario(**_LOAD), [2.5]), "concurrency=2.5; expected an integer 1 <="),
+])
+def test_the_python_api_refuses_wrong_types_by_name(call, text):
+    """Hostile review 15: the functions of `specjax.api` took what the CLI checks unchecked: a name where a
+    Scenario belongs, an unknown keyword, a string search bound, an empty or scalar batch list, k_max 0 or a
+    method the search lacks were AttributeError, TypeError, IndexError or vmap tracebacks; a negative rate,
+    a negative search bound, batch 0, k = 2.5 and a float16 dtype (every output null) were answered. Each is
+    now one `SpecError` line naming the argument, its value and what is allowed, before any build."""
+    with pytest.raises(SpecError) as e:
+        call(Scenario(**_SC))
+    assert text in str(e.value) and "\n" not in str(e.value), str(e.value)
+
 
 def test_calibration_on_two_rows_identifies_nothing_and_is_refused(tmp_path):
     """Two speedups cannot bound the errors of 9 engine terms (no residual degrees of freedom): the fit had

@@ -78,8 +78,14 @@ app = _App(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=
 
 def rate_list(text, name="rates"):
     """'0.8,0.6,0.5' -> (0.8, 0.6, 0.5); a bad entry is a one-line error naming the option."""
+    parts = str(text).replace(" ", "").split(",")
+    if parts == [""]:
+        return ()  # nothing given: the scenario's check names the empty vector
+    if "" in parts[:-1]:  # '0.5,,0.3' dropped the empty entry and shifted every later position by one
+        raise SpecError(f"{name}={text!r}: entry {parts.index('') + 1} is empty; expected comma-separated rates "
+                        "such as 0.8,0.6,0.5")
     try:
-        return tuple(float(v) for v in str(text).replace(" ", "").split(",") if v != "")
+        return tuple(float(v) for v in parts if v != "")
     except ValueError:
         raise SpecError(f"{name}={text!r}; expected comma-separated rates such as 0.8,0.6,0.5") from None
 

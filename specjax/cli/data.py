@@ -128,6 +128,7 @@ def validate(csv: Csvs, engine: EngineOpt = None,
     from ..outputs import io
 
     roofline = value(roofline)
+    io.check_out(out, "a .csv or .parquet file name")
     io.refuse_input(out, [*csv, engine])
     io.refuse_repeated(csv, "measurements file")
     rows = _load_rows(csv)
@@ -381,9 +382,10 @@ def plot(model, load, kind: Annotated[PlotKind, typer.Argument(help="What to dra
          as_json: Json = False):
     """Draw a figure (PNG and SVG) from a sweep directory or from model flags (--target, --hardware and
     --alpha repeatable: one curve each)."""
-    from ..outputs import plots
+    from ..outputs import io, plots
 
     kind = value(kind)
+    io.check_out(out, "a file path without suffix such as fig/speedup (plot writes PATH.png and PATH.svg)")
     for a in model["alpha"] or []:
         catalogue.check("alpha", a, field="--alpha")
     fig, data = FIGURES[kind](_PlotRequest(kind, model, load, source, batch, x, y))

@@ -6,7 +6,6 @@ from typing import Annotated, Optional
 import typer
 
 from .. import _lazy
-from ..errors import SpecError
 from .. import catalogue
 from .app import (BatchMax, Json, MethodChoice, app, emit, model_command, print_inputs, print_json, scenario,
                   value)
@@ -42,10 +41,8 @@ def point(model,
 
 
 def check_batch_max(x):
-    """The search bound: a batch in [2, 1e8] (a larger or infinite bound overflows the search)."""
-    if not catalogue.INPUTS["batch"].ok(x) or x < 2:
-        raise SpecError(f"batch_max={x!r}; expected 2 <= batch_max <= 1e8 (sequences)")
-    return x
+    """The search bound: a batch in [2, 1e8] (`api.check_batch_max`, the one check of the CLI and the API)."""
+    return api.check_batch_max(x)
 
 
 def _b(x):

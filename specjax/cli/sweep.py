@@ -35,6 +35,9 @@ def sweep(spec_file: Annotated[str, typer.Argument(metavar="SPEC", help="Sweep s
     """Evaluate a sweep spec on the device(s) and write result grids (Parquet)."""
     import jax
 
+    from ..outputs import io
+
+    io.check_out(out, "a directory path (the sweep's results)")
     if x64:
         jax.config.update("jax_enable_x64", True)
     if process_id >= num_processes:
@@ -122,6 +125,9 @@ def report(spec_file: Annotated[str, typer.Argument(metavar="SPEC", help="Sweep 
     from ..inputs import spec as _spec
     from ..engine import sweep as _sweep
 
+    from ..outputs import io
+
+    io.check_out(out, "a directory path (the report's index.html, figures/ and data/)")
     sp = _spec.load(spec_file)
     data_dir = pathlib.Path(out) / "data"
     _sweep.preflight(sp, data_dir, resume, overwrite)  # an earlier sweep there is never replaced silently

@@ -44,7 +44,7 @@ class Plan:
 
 def plan(spec, n_devices=None, process_id=0, num_processes=1):
     """Split the sweep into fixed-size chunks; process `process_id` takes every n-th one."""
-    n_dev = n_devices or len(jax.local_devices())
+    n_dev = len(jax.local_devices()) if n_devices is None else n_devices  # 0 is refused, not 'all'
     if not 1 <= n_dev <= len(jax.local_devices()):
         raise SpecError(f"devices={n_devices}; expected 1 <= devices <= {len(jax.local_devices())} (local devices)")
     rows = spec.rows_per_combo

@@ -13,6 +13,7 @@ from .. import _lazy
 from ..errors import SpecError, field_error
 
 _models = _lazy.module("specjax.inputs.models")
+_params = _lazy.module("specjax.cost.params")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +98,18 @@ def _same_vocab(target, draft, what="a draft model"):
                           "verify; vLLM and SGLang refuse such a pair)", draft.source)
 
 
+def _not_larger(target, draft):
+    """A separate draft model no larger than the target (all stored parameters, experts included): a larger
+    draft makes every draft pass cost more than the verify pass it is meant to save, which no engine
+    deploys; it was accepted silently (with --ignore-memory: a speedup of 0.15). An equal one (the target
+    as its own draft) stays: an honest lower bound."""
+    t, d = (_params.total_params(_models.target(a)) for a in (target, draft))
+    if d > t:
+        raise field_error("draft", draft.name, f"a draft model no larger than the target {target.name} ({t / 1e9:.1f}B "
+                          f"parameters; this one has {d / 1e9:.1f}B, so every draft pass would cost more than the "
+                          "verify pass it saves)", draft.source)
+
+
 def _same_hidden_size(target, head):
     """An EAGLE head runs on the target's hidden states: its hidden size must be the target's, and so must
     its vocabulary."""
@@ -142,7 +155,8 @@ def _parallel_pair(target, draft):
 
 register(DrafterKind("model", "a separate draft model (--draft: its config.json or slug)",
                      lambda target, draft, dts: _models.target(draft, **_no_expert_dtype(dts)), needs_draft=True,
-                     check_pair=lambda target, draft: (_not_dflash(target, draft), _same_vocab(target, draft))))
+                     check_pair=lambda target, draft: (_not_dflash(target, draft), _same_vocab(target, draft),
+                                                       _not_larger(target, draft))))
 register(DrafterKind("eagle", "an EAGLE-1 / EAGLE-3 head on the target's hidden states (--draft: the head)",
                      _eagle, needs_draft=True, check_pair=_chain_head))
 register(DrafterKind("parallel", "all k tokens in --draft-passes passes over B x k tokens: PARD (a draft model), "

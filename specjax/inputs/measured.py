@@ -46,6 +46,7 @@ from ..cost.trees import Decode, Load
 # the rest describe the measurement.
 COLUMNS = ("series", "target", "drafter", "draft", "hardware", "tp", "batch", "k", "acceptance_rate",
            "accepted_length", "context", "weight_dtype", "measured_speedup", "metric", "approximate", "source_url")
+APPROXIMATE = ("yes", "no", "1", "0", "true", "false", "")  # the `approximate` words (ingest writes 0)
 BATCH_ONLY = ("batch", "context", "measured_speedup")  # a file of rows at load may leave these out
 AT_LOAD = ("input_len", "output_len", "measured_ratio")  # a row at a request rate or a concurrency: with its load
 LOAD_COLUMNS = ("qps", "concurrency")  # that load (docs/model.md §10 and §11)
@@ -239,12 +240,14 @@ def row_from_cells(p, line, r, model_slugs, hw_slugs):
     else:
         batch = _input(p, line, "batch", r.get("batch"), optional=False)
         ctx = _input(p, line, "context", r.get("context"), optional=False)
-        speed = _number(p, line, "measured_speedup", r.get("measured_speedup"), "a number > 0 (SD / no-SD)",
-                        lambda v: 0 < v < 100)
+        speed = _number(p, line, "measured_speedup", r.get("measured_speedup"),
+                        "a number 0 < measured_speedup < 100 (SD / no-SD)", lambda v: 0 < v < 100)
     kind = next((c for c in LOAD_COLUMNS if c in rate), "batch")
     if r["metric"] not in METRICS[kind]:
         raise _err(p, line, "metric", r["metric"], " or ".join(METRICS[kind]) + (f" ({WHAT[kind]})" if rate
                                                                                  else ""))
+    if (r.get("approximate") or "").strip().lower() not in APPROXIMATE:  # a word it does not know was dropped
+        raise _err(p, line, "approximate", r["approximate"], "yes or no (1 or 0; empty: no)")
     if r["weight_dtype"] not in BYTES_PER_ELEMENT:
         raise _err(p, line, "weight_dtype", r["weight_dtype"], f"one of {', '.join(BYTES_PER_ELEMENT)}")
     times = {c: _number(p, line, c, r.get(c), "empty or seconds > 0", lambda v: v > 0, optional=True)

@@ -145,6 +145,20 @@ def locked(out, name=LOCK, created=False):
         path.unlink(missing_ok=True)
 
 
+def check_out(out, what, field="out"):
+    """`out` itself, or a one-line `SpecError` where it names nothing: an empty or blank path (`--out ""`
+    wrote into the working directory, or dropped the output a command was asked for), or, for a `file`
+    path, a name that is a directory (".", "..", a trailing slash)."""
+    if out is None:
+        return None
+    text = str(out)
+    name_less = what.startswith("a file") and (pathlib.Path(text).name in ("", ".", "..")
+                                               or text.endswith(("/", os.sep)))
+    if not text.strip() or name_less:
+        raise SpecError(f"{field}={text!r}; expected {what}")
+    return out
+
+
 def refuse_input(out, inputs, field="out"):
     """A `SpecError` when `out` is one of a command's input files (`validate rows.csv --out rows.csv`
     replaced the measurements with the predictions): checked before any work, by file identity (a
