@@ -99,15 +99,17 @@ def _same_vocab(target, draft, what="a draft model"):
 
 
 def _not_larger(target, draft):
-    """A separate draft model no larger than the target (all stored parameters, experts included): a larger
-    draft makes every draft pass cost more than the verify pass it is meant to save, which no engine
-    deploys; it was accepted silently (with --ignore-memory: a speedup of 0.15). An equal one (the target
-    as its own draft) stays: an honest lower bound."""
-    t, d = (_params.total_params(_models.target(a)) for a in (target, draft))
-    if d > t:
-        raise field_error("draft", draft.name, f"a draft model no larger than the target {target.name} ({t / 1e9:.1f}B "
-                          f"parameters; this one has {d / 1e9:.1f}B, so every draft pass would cost more than the "
-                          "verify pass it saves)", draft.source)
+    """A separate draft model whose active parameters (read by every draft pass, at any batch) do not exceed all of
+    the target's (the most a verify pass reads): otherwise every draft pass costs more than the verify pass it is
+    meant to save, which no engine deploys; it was accepted silently (with --ignore-memory: a speedup of 0.15).
+    An MoE draft with more parameters in all but fewer active ones (Qwen3-30B-A3B for Qwen3-8B) stays, and so does
+    the target as its own draft (an honest lower bound)."""
+    t, d = _models.target(target), _models.target(draft)
+    t_all, d_active = _params.total_params(t), _params.active_params(d)
+    if d_active > t_all:
+        raise field_error("draft", draft.name, f"a draft model that reads no more per pass than the target "
+                          f"{target.name} holds ({t_all / 1e9:.1f}B parameters; this one reads {d_active / 1e9:.1f}B "
+                          "active, so every draft pass would cost more than the verify pass it saves)", draft.source)
 
 
 def _same_hidden_size(target, head):
