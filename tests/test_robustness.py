@@ -485,7 +485,8 @@ def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path, capsys)
     (["sweep", "{spec}", "--out", "{d}/o", "--devices", "0"], "devices=0; expected 1 <= devices <= "),
     (["optimize", *POINT[1:9], "--trees"], "a draft tree needs a drafter that runs a model; drafter='ngram' runs none"),
     (["point", "--target", "llama-3.1-8b", "--hardware", "h200", "--drafter", "model", "--draft", "llama-3-70b",
-      "--alpha", "0.6", "--ignore-memory"], "expected a draft model that reads no more per pass than the target llama-3.1-8b holds (8.0B"),
+      "--alpha", "0.6", "--ignore-memory"],
+     "expected a draft model that reads no more per pass than the target llama-3.1-8b holds (8.0B"),
     # an empty entry of a rate list was dropped (every later position moved up one); a word the approximate
     # column does not know was read as "no"; a speedup of 1e30 was told "expected a number > 0"
     (["point", *POINT[1:7], "--acceptance-vector", "0.5,,0.3"], "acceptance_vector='0.5,,0.3': entry 2 is empty"),
