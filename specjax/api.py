@@ -160,7 +160,8 @@ def point(scenario, dtype=None, **values):
     """Evaluate one `Scenario`; returns a dict with the `Result` fields plus labels. `values`: some of batch,
     k, alpha and context in place of the scenario's (`point(sc, batch=64)` answers and refuses exactly as
     `point(dataclasses.replace(sc, batch=64))`: each value is checked against its catalogue row, and one that
-    is not a free leaf of this scenario, `Scenario.free`, builds that scenario in full).
+    is not a free leaf of this scenario, `Scenario.free`, builds that scenario in full; a k that is not a whole
+    number is refused here, as `points` refuses it, though a `Scenario` takes one: the relaxed k of the optax search).
 
     Scenarios of one structure (`Scenario.structure`: they differ only in batch, context, alpha given as
     alpha, or a chain's k) share one compiled program with its inputs packed once: a call writes its own
