@@ -177,7 +177,8 @@ def point(scenario, dtype=None, **values):
                         f"expected some of {', '.join(VARYING)} (or another Scenario field)")
     if "k" in values and not (isinstance(values["k"], (int, float, np.number)) and float(values["k"]).is_integer()):
         catalogue.INPUTS["k"].check(values["k"])  # not a number or out of range: the row's message
-        raise SpecError(f"k={_short_repr(values['k'])}; expected a whole number of draft tokens 0 <= k <= 64")
+        raise SpecError(f"k={_short_repr(values['k'])}; expected a whole number of draft tokens "
+                        f"0 <= k <= {catalogue.K_MAX}")
     return _point_dict(_point_result(scenario, dtype, values))
 
 
@@ -605,14 +606,6 @@ def _vmapped_step(hw, deploy, target, draft, dec, columns):
 _steps = store.jit(_vmapped_step)
 
 
-def _is_numeric(v):
-    try:
-        np.asarray(v, dtype=np.float64)
-        return True
-    except (TypeError, ValueError):
-        return False
-
-
 def points(scenario, dtype=None, **columns):
     """Many operating points of one scenario in one call: `columns` are equal-length arrays of some of
     `VARYING` (batch, k, alpha, context), every other input is the scenario's. Returns a polars DataFrame,
@@ -629,14 +622,14 @@ def points(scenario, dtype=None, **columns):
     if not columns:
         raise SpecError(f"points: no columns; give one or more of {', '.join(VARYING)} as arrays")
     scenario, dtype = _scenario(scenario), _dtype(dtype)
-    try:
-        cols = {n: np.asarray(v, dtype=np.float64).reshape(-1) for n, v in columns.items()}
-    except (TypeError, ValueError):
-        bad = next(n for n, v in columns.items() if not _is_numeric(v))
-        raise SpecError(f"points: {bad}={_short_repr(columns[bad])}; expected an array of numbers") from None
-    if not all(len(v) for v in cols.values()):
-        empty = next(n for n, v in cols.items() if not len(v))
-        raise SpecError(f"points: {empty} is empty; expected at least one value")
+    cols = {}
+    for name, v in columns.items():
+        try:
+            cols[name] = np.asarray(v, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise SpecError(f"points: {name}={_short_repr(v)}; expected an array of numbers") from None
+        if not len(cols[name]):
+            raise SpecError(f"points: {name} is empty; expected at least one value")
     n = {len(v) for v in cols.values()}
     if len(n) != 1:
         raise SpecError(f"points: columns of different lengths ({', '.join(f'{k}={len(v)}' for k, v in cols.items())})")

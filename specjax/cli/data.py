@@ -385,7 +385,8 @@ def plot(model, load, kind: Annotated[PlotKind, typer.Argument(help="What to dra
     from ..outputs import io, plots
 
     kind = value(kind)
-    io.check_out(out, "a file path without suffix such as fig/speedup (plot writes PATH.png and PATH.svg)")
+    io.check_out(out, "a file path without suffix such as fig/speedup (plot writes PATH.png and PATH.svg)",
+                 file=True)
     for a in model["alpha"] or []:
         catalogue.check("alpha", a, field="--alpha")
     fig, data = FIGURES[kind](_PlotRequest(kind, model, load, source, batch, x, y))

@@ -40,11 +40,6 @@ def point(model,
     print_inputs(inputs)
 
 
-def check_batch_max(x):
-    """The search bound: a batch in [2, 1e8] (`api.check_batch_max`, the one check of the CLI and the API)."""
-    return api.check_batch_max(x)
-
-
 def _b(x):
     """A batch for text: 4 significant digits, whole numbers from 10,000 on (65536, not 6.554e+04)."""
     return "-" if x is None else (f"{x:.0f}" if abs(x) >= 1e4 else f"{x:.4g}")
@@ -55,7 +50,7 @@ def crossover(model, batch_max: BatchMax = 65536.0, as_json: Json = False):
     """Where speculation stops paying: the switch-off batch B_off (last crossing of S = 1), the first
     crossing, dips and the status of the speedup curve (docs/model.md §7)."""
     sc = scenario(**model)
-    r = {**api.crossover(sc, check_batch_max(batch_max)), "inputs": api.inputs(sc)}
+    r = {**api.crossover(sc, batch_max), "inputs": api.inputs(sc)}
     if as_json:
         print_json(r)
         return
@@ -93,7 +88,7 @@ def sensitivity(model, batch: Annotated[float, typer.Option(
     without a switch-off batch, the elasticities of the speedup at --batch."""
     catalogue.check("batch", batch)
     sc = scenario(batch=batch, **model)
-    r = {**api.sensitivity(sc, check_batch_max(batch_max)), "inputs": api.inputs(sc)}
+    r = {**api.sensitivity(sc, batch_max), "inputs": api.inputs(sc)}
     if as_json:
         print_json(r)
         return
@@ -141,7 +136,7 @@ def optimize(model,
         print(f"\n{r['shapes_searched']} shapes searched per batch (depth 0: no shape pays, switch speculation off)")
         print_inputs(r["inputs"])
         return
-    r = api.optimize(sc, batches, k_max, check_batch_max(batch_max), method=value(method),
+    r = api.optimize(sc, batches, k_max, batch_max, method=value(method),
                      ignore_memory=ignore_memory)
     if as_json:
         print_json(r)

@@ -27,10 +27,6 @@ def _r(x):
     return "-" if x is None else f"{x:.3f}"
 
 
-def check_slo(name, x):
-    return api.check_slo(name, x)  # the one check of the CLI and the API
-
-
 Spread, _ = option(catalogue.INPUTS["acceptance_spread"])  # a flag of serve only: it shapes TPOT percentiles
 
 
@@ -91,7 +87,7 @@ def serve(model, load,
             raise SpecError("--tpot-slo and --ttft-slo are for request rates (--qps), not --concurrency")
         closed_loop(api.serve_concurrency(sc, concurrency, sensitivity, acceptance_samples=samples), as_json)
         return
-    r = api.serve(sc, qps, check_slo("tpot_slo", tpot_slo), check_slo("ttft_slo", ttft_slo), sensitivity,
+    r = api.serve(sc, qps, tpot_slo, ttft_slo, sensitivity,
                   slo_percentile=slo_percentile, acceptance_samples=samples)
     if as_json:
         print_json(r)

@@ -13,7 +13,6 @@ from .. import _lazy
 from ..errors import SpecError, field_error
 
 _models = _lazy.module("specjax.inputs.models")
-_params = _lazy.module("specjax.cost.params")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,8 +103,7 @@ def _not_larger(target, draft):
     meant to save, which no engine deploys; it was accepted silently (with --ignore-memory: a speedup of 0.15).
     An MoE draft with more parameters in all but fewer active ones (Qwen3-30B-A3B for Qwen3-8B) stays, and so does
     the target as its own draft (an honest lower bound)."""
-    t, d = _models.target(target), _models.target(draft)
-    t_all, d_active = _params.total_params(t), _params.active_params(d)
+    t_all, d_active = float(_models.target(target).total_params), float(_models.target(draft).active_params)
     if d_active > t_all:
         raise field_error("draft", draft.name, f"a draft model that reads no more per pass than the target "
                           f"{target.name} holds ({t_all / 1e9:.1f}B parameters; this one reads {d_active / 1e9:.1f}B "

@@ -145,15 +145,14 @@ def locked(out, name=LOCK, created=False):
         path.unlink(missing_ok=True)
 
 
-def check_out(out, what, field="out"):
+def check_out(out, what, field="out", file=False):
     """`out` itself, or a one-line `SpecError` where it names nothing: an empty or blank path (`--out ""`
-    wrote into the working directory, or dropped the output a command was asked for), or, for a `file`
-    path, a name that is a directory (".", "..", a trailing slash)."""
+    wrote into the working directory, or dropped the output a command was asked for), or, where `file`, a
+    name that is a directory (".", "..", a trailing slash)."""
     if out is None:
         return None
     text = str(out)
-    name_less = what.startswith("a file") and (pathlib.Path(text).name in ("", ".", "..")
-                                               or text.endswith(("/", os.sep)))
+    name_less = file and (pathlib.Path(text).name in ("", ".", "..") or text.endswith(("/", os.sep)))
     if not text.strip() or name_less:
         raise SpecError(f"{field}={text!r}; expected {what}")
     return out
